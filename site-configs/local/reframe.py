@@ -1,0 +1,99 @@
+"""ReFrame configuration of the local site: this machine, one partition.
+
+Nothing to edit: the processor topology is the one `sitebench detect` stored
+in topology.json (ReFrame detects it itself when that file is absent), the
+memory is read here, and the scales run are taken from $SITEBENCH_SCALES
+(default: quick). References: references.yaml next to this file (partition extras).
+"""
+
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
+
+
+def _processor():
+    try:
+        with open(os.path.join(HERE, "topology.json")) as fp:
+            return json.load(fp)
+    except FileNotFoundError:
+        return {}  # ReFrame detects it
+
+
+_partition = {
+    "name": "default",
+    "descr": "this machine, one job at a time so benchmarks do not disturb each other",
+    "scheduler": "local",
+    "launcher": "mpirun",
+    "environs": ["gnu"],
+    "max_jobs": 1,
+    "features": ["spack", "mpi", "openmp"] + [f"scale_{s.strip()}" for s in SCALES],
+    "extras": {
+        "spack_environment": os.path.join(ROOT, "environments", "local"),
+        "references": os.path.join(HERE, "references.yaml"),
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+    },
+}
+if _processor():
+    _partition["processor"] = _processor()
+
+site_configuration = {
+    "systems": [
+        {
+            "name": "local",
+            "descr": "the machine sitebench runs on (embedded default site)",
+            "hostnames": [".*"],
+            "modules_system": "nomod",
+            "partitions": [_partition],
+        }
+    ],
+    "environments": [
+        {
+            "name": "gnu",
+            "features": ["sitebench", "openmp", "mpi"],
+            "cc": "mpicc",
+            "cxx": "mpicxx",
+            "ftn": "mpifort",
+            "env_vars": [
+                # Open MPI refuses to start as root without these (containers, CI).
+                ["OMPI_ALLOW_RUN_AS_ROOT", "1"],
+                ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
+            ],
+        }
+    ],
+    "general": [
+        {
+            "topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology"),
+        }
+    ],
+    "logging": [
+        {
+            "handlers_perflog": [
+                {
+                    "type": "filelog",
+                    "prefix": "%(check_system)s/%(check_partition)s",
+                    "level": "info",
+                    "format": "%(check_result)s|%(check_job_completion_time)s|%(check_#ALL)s",
+                    "ignore_keys": [
+                        "check_build_locally", "check_build_time_limit", "check_display_name",
+                        "check_executable_opts", "check_hashcode", "check_keep_files",
+                        "check_local", "check_maintainers", "check_max_pending_time",
+                        "check_outputdir", "check_prebuild_cmds", "check_prefix",
+                        "check_prerun_cmds", "check_postbuild_cmds", "check_postrun_cmds",
+                        "check_readonly_files", "check_sourcepath", "check_sourcesdir",
+                        "check_stagedir", "check_strict_check", "check_variables",
+                        "check_build_system", "check_exclusive_access", "check_use_multithreading",
+                    ],
+                    "format_perfvars": (
+                        "%(check_perf_value)s|%(check_perf_unit)s|%(check_perf_ref)s|"
+                        "%(check_perf_lower_thres)s|%(check_perf_upper_thres)s|"
+                    ),
+                    "datefmt": "%FT%T%:z",
+                    "append": True,
+                }
+            ]
+        }
+    ],
+}

@@ -1,0 +1,3 @@
+from sitebench.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,56 @@
+"""A site's Spack environment is concretized once and reused by every test.
+
+``spack.lock`` is rewritten only when something that decides the concrete
+specs changed: the environment's ``spack.yaml``, the site's Spack config, the
+recipes in ``spack-repo/``, the Spack version or the builtin repository. A
+stamp next to the lock records the hash of those inputs.
+"""
+
+import hashlib
+import json
+import sys
+import time
+
+from sitebench import paths
+from sitebench.errors import SitebenchError
+
+STAMP = ".sitebench-concretized.json"
+
+
+def inputs_hash(env_dir, site_dir, spack_version, builtin_repo):
+    digest = hashlib.sha256()
+    digest.update(f"spack {spack_version}\nbuiltin {builtin_repo}\n".encode())
+    files = [env_dir / "spack.yaml"]
+    files += sorted((site_dir / "spack").glob("*.yaml"))
+    files += sorted((paths.ROOT / "spack-repo").rglob("*.py"))
+    files += sorted((paths.ROOT / "spack-repo").rglob("repo.yaml"))
+    for path in files:
+        digest.update(str(path.relative_to(paths.ROOT)).encode() + b"\0")
+        digest.update(path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def ensure_concretized(spack, site, spack_version, builtin_repo):
+    """Concretize ``environments/<site>`` unless its lock is current; return its dir."""
+    env_dir = paths.environment_dir(site)
+    if not (env_dir / "spack.yaml").is_file():
+        raise SitebenchError(
+            f"site {site!r} has no Spack environment: {env_dir / 'spack.yaml'} is missing",
+            "create environments/<site>/spack.yaml (see environments/README.md)",
+        )
+    wanted = inputs_hash(env_dir, paths.site_config_dir(site), spack_version, builtin_repo)
+    lock, stamp = env_dir / "spack.lock", env_dir / STAMP
+    if lock.is_file() and stamp.is_file():
+        try:
+            if json.loads(stamp.read_text()).get("inputs") == wanted:
+                print(f"==> reusing {lock.relative_to(paths.ROOT)} (inputs unchanged)", file=sys.stderr)
+                return env_dir
+        except json.JSONDecodeError:
+            pass  # a damaged stamp only costs one concretization
+    print(f"==> concretizing {env_dir.relative_to(paths.ROOT)}", file=sys.stderr)
+    start = time.monotonic()
+    spack.run("-e", env_dir, "concretize", "--force", "--fresh")
+    tmp = stamp.with_name(STAMP + ".tmp")
+    tmp.write_text(json.dumps({"inputs": wanted, "seconds": round(time.monotonic() - start, 1)}))
+    tmp.replace(stamp)
+    return env_dir

@@ -1,0 +1,194 @@
+"""The embedded default site, ``local``: this machine, detected, nothing to edit.
+
+Detection writes the git-ignored files of ``site-configs/local/``:
+
+* ``spack/packages.yaml``: the compilers, MPI, BLAS and build tools found on
+  the machine as Spack externals (``spack compiler find``, ``spack external
+  find``), plus the STREAM array size derived from the last-level cache;
+* ``topology.json``: the CPU topology as ReFrame detects it.
+
+It runs once; ``sitebench detect --redetect`` (or deleting the files) redoes it.
+"""
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from sitebench import paths
+from sitebench.errors import SitebenchError
+
+SITE = "local"
+
+#: MPI, BLAS and what building HPL/STREAM needs. Each found one becomes a
+#: non-buildable external, so the suite builds without compiling a toolchain.
+DETECTED_PACKAGES = (
+    "openmpi mpich openblas "
+    "autoconf automake libtool m4 pkgconf gmake perl diffutils findutils tar xz bzip2 "
+    "gzip sed grep gawk file gettext libiconv zlib ncurses libxml2 zstd"
+).split()
+
+#: STREAM's rule: each array at least four times the last-level cache.
+STREAM_CACHE_FACTOR = 4
+
+
+def spack_dir():
+    return paths.site_config_dir(SITE) / "spack"
+
+
+def topology_file():
+    return paths.site_config_dir(SITE) / "topology.json"
+
+
+def is_detected():
+    return (spack_dir() / "packages.yaml").is_file() and topology_file().is_file()
+
+
+def detect_topology():
+    """ReFrame's host topology (the same detection its local partitions use)."""
+    reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or shutil.which(
+        "reframe"
+    )
+    if not reframe:
+        raise SitebenchError("reframe is not installed", "run sitebench through ./sitebench")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "topology.json"
+        proc = subprocess.run(
+            [reframe, f"--detect-host-topology={out}"], capture_output=True, text=True, cwd=tmp
+        )
+        if proc.returncode != 0 or not out.is_file():
+            raise SitebenchError(
+                f"ReFrame could not detect this host's topology: {proc.stderr.strip()[-500:]}",
+                "check that /sys/devices/system/cpu is readable",
+            )
+        return json.loads(out.read_text())
+
+
+def last_level_cache_bytes(topology):
+    """Total size of the highest cache level over all its instances."""
+    caches = topology.get("topology", {}).get("caches", [])
+    if not caches:
+        return None
+    level = max(int(c["type"].lstrip("L")) for c in caches)
+    return sum(
+        c["size"] * len(c.get("cpusets", [])) for c in caches if c["type"] == f"L{level}"
+    )
+
+
+def stream_array_elements(topology, bytes_per_element=8):
+    """Elements per STREAM array: >= 4 x LLC, rounded up to a whole million."""
+    llc = last_level_cache_bytes(topology)
+    if not llc:
+        return 80_000_000  # no cache info: large enough for any LLC below 160 MiB
+    need = STREAM_CACHE_FACTOR * llc / bytes_per_element
+    return int(math.ceil(need / 1e6) * 1_000_000)
+
+
+def _autoconf_archive_external():
+    """Debian/RPM autoconf-archive (Spack has no detection for it)."""
+    for prefix in ("/usr", "/usr/local"):
+        if not Path(prefix, "share/aclocal/ax_prog_cc_mpi.m4").is_file():
+            continue
+        for cmd in (
+            ["dpkg-query", "-W", "-f=${Version}", "autoconf-archive"],
+            ["rpm", "-q", "--qf", "%{VERSION}", "autoconf-archive"],
+        ):
+            if not shutil.which(cmd[0]):
+                continue
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            raw = proc.stdout.strip().split("-")[0]
+            if proc.returncode == 0 and len(raw) == 8 and raw.isdigit():
+                version = f"{raw[:4]}.{raw[4:6]}.{raw[6:]}"
+                return {"externals": [{"spec": f"autoconf-archive@{version}", "prefix": prefix}],
+                        "buildable": False}
+    return None
+
+
+def detect_spack_packages(spack):
+    """Run Spack's own detection in a scratch scope and return packages: {...}."""
+    with tempfile.TemporaryDirectory() as scratch:
+        # The detection commands write to the user scope; point it at scratch,
+        # keeping the builtin repo from sitebench's own scope.
+        shutil.copy(spack.config_dir / "repos.yaml", scratch)
+
+        def run(*args):
+            proc = subprocess.run(
+                [spack.executable, *args],
+                env={**spack.environ(), "SPACK_USER_CONFIG_PATH": scratch},
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise SitebenchError(
+                    f"`spack {' '.join(args)}` failed: {proc.stderr.strip()[-1000:]}",
+                    "run it by hand with `./sitebench spack ...` to see why",
+                )
+
+        print("==> detecting compilers (spack compiler find)", file=sys.stderr)
+        run("compiler", "find", "--scope", "user")
+        print("==> detecting MPI, BLAS and build tools (spack external find)", file=sys.stderr)
+        run("external", "find", "--scope", "user", "--not-buildable", *DETECTED_PACKAGES)
+        found = Path(scratch, "packages.yaml")
+        packages = (yaml.safe_load(found.read_text()) or {}).get("packages", {}) if found.is_file() else {}
+
+    compilers = [
+        name
+        for name, cfg in packages.items()
+        for ext in cfg.get("externals", [])
+        if ext.get("extra_attributes", {}).get("compilers")
+    ]
+    if not compilers:
+        raise SitebenchError(
+            "Spack found no C compiler on this machine",
+            "install gcc (Debian: apt-get install gcc g++ gfortran) and rerun",
+        )
+    for virtual, providers, hint in (
+        ("mpi", ("openmpi", "mpich"), "apt-get install openmpi-bin libopenmpi-dev"),
+        ("blas", ("openblas",), "apt-get install libopenblas-dev"),
+    ):
+        found = [p for p in providers if packages.get(p, {}).get("externals")]
+        if not found:
+            raise SitebenchError(
+                f"Spack found no {virtual.upper()} library on this machine ({', '.join(providers)})",
+                f"install one (Debian: {hint}) and rerun, or describe the site by hand "
+                f"in site-configs/<site>/",
+            )
+        packages.setdefault(virtual, {})["require"] = [found[0]]
+    extra = _autoconf_archive_external()
+    if extra:
+        packages["autoconf-archive"] = extra
+    # Debian's python shims (pyenv) and similar are not wanted; nothing here needs python.
+    packages.pop("python", None)
+    return packages
+
+
+def detect(spack, redetect=False):
+    """Detect the local site once; return the topology."""
+    if is_detected() and not redetect:
+        return json.loads(topology_file().read_text())
+    topology = detect_topology()
+    packages = detect_spack_packages(spack)
+    elements = stream_array_elements(topology)
+    packages["stream"] = {"require": [f"stream_array_size={elements}"]}
+    spack_dir().mkdir(parents=True, exist_ok=True)
+    _atomic_write(
+        spack_dir() / "packages.yaml",
+        "# Detected on this machine by `sitebench detect`; not in git. Redo with\n"
+        "# `./sitebench detect --redetect`. STREAM arrays: "
+        f"{STREAM_CACHE_FACTOR} x last-level cache.\n"
+        + yaml.safe_dump({"packages": packages}, sort_keys=False),
+    )
+    _atomic_write(topology_file(), json.dumps(topology, indent=2) + "\n")
+    return topology
+
+
+def _atomic_write(path, text):
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)

@@ -1,0 +1,85 @@
+"""Build fixture: one root of the site's Spack environment, installed by Spack.
+
+The environment (``environments/<site>``) is named by the partition's
+``extras['spack_environment']``. It is concretized once (by ``sitebench run``,
+or by the first ``spack install`` when a user runs ReFrame directly) and
+every build installs from its ``spack.lock``, so one concretization serves
+all tests and a failed build affects only the checks that need it.
+"""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_before, sanity_function, variable
+
+PREFIX_FILE = "spack-prefix.txt"
+SPEC_FILE = "spack-spec.txt"
+
+
+def site_environment(partition):
+    """The Spack environment directory of a partition, or a clear error."""
+    env = partition.extras.get("spack_environment")
+    if not env:
+        raise ValueError(
+            f"partition {partition.fullname} has no extras['spack_environment']: "
+            f"add the path of environments/<site> to its ReFrame configuration"
+        )
+    if not os.path.isfile(os.path.join(env, "spack.yaml")):
+        raise ValueError(f"{env}/spack.yaml does not exist (partition {partition.fullname})")
+    return env
+
+
+class SpackBuild(rfm.CompileOnlyRegressionTest):
+    """Install ``spack_spec`` from the site's environment; record spec and prefix.
+
+    Variables: ``spack_spec``. Provides ``install_prefix()`` and
+    ``concrete_spec()`` (name, version, variants, target, hash) to its
+    dependents, which log it with every figure.
+    """
+
+    #: Root of the site's Spack environment to install (a user can narrow it
+    #: with ``-S spack_spec=...``; it must match a root of the environment).
+    #:
+    #: :type: :class:`str`
+    spack_spec = variable(str, loggable=True)
+
+    build_system = "Spack"
+    build_locally = True
+    sourcesdir = None
+    maintainers = ["sitebench"]
+
+    @run_before("compile")
+    def install_from_environment(self):
+        env = site_environment(self.current_partition)
+        self.build_system.environment = env
+        # Install only this root: no `spack add`, the environment is not modified.
+        self.build_system.install_opts = [self.spack_spec]
+        self.build_system.emit_load_cmds = False
+        fmt = "{name}@{version}{variants} arch={architecture} /{hash}"
+        self.postbuild_cmds = [
+            f"spack -e {env} location -i {self.spack_spec} > {PREFIX_FILE}",
+            f"spack -e {env} find --format '{fmt}' {self.spack_spec} > {SPEC_FILE}",
+        ]
+
+    @sanity_function
+    def installed(self):
+        return sn.assert_true(
+            os.path.isdir(self.install_prefix()),
+            msg=f"spack did not report an install prefix for {self.spack_spec}",
+        )
+
+    def _read(self, name):
+        path = os.path.join(self.stagedir or "", name)
+        if not self.stagedir or not os.path.isfile(path):
+            return ""
+        with open(path) as fp:
+            return fp.read().strip()
+
+    def install_prefix(self):
+        """Where Spack installed ``spack_spec`` (empty before the build)."""
+        return self._read(PREFIX_FILE)
+
+    def concrete_spec(self):
+        """The installed concrete spec, one line (empty before the build)."""
+        return self._read(SPEC_FILE)
