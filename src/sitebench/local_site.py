@@ -29,10 +29,15 @@ SITE = "local"
 #: MPI, BLAS and what building HPL/STREAM needs. Each found one becomes a
 #: non-buildable external, so the suite builds without compiling a toolchain.
 DETECTED_PACKAGES = (
-    "openmpi mpich openblas "
+    "openmpi mpich "
     "autoconf automake libtool m4 pkgconf gmake perl diffutils findutils tar xz bzip2 "
     "gzip sed grep gawk file gettext libiconv zlib ncurses libxml2 zstd"
 ).split()
+
+#: BLAS libraries Spack finds only when told the directory: distributions keep
+#: the versioned file (libopenblasp-r0.3.21.so) in a private directory behind
+#: an alternatives symlink (Debian: .../openblas-pthread/).
+BLAS_LIBRARIES = {"openblas": "libopenblas.so"}
 
 #: STREAM's rule: each array at least four times the last-level cache.
 STREAM_CACHE_FACTOR = 4
@@ -90,6 +95,19 @@ def stream_array_elements(topology, bytes_per_element=8):
     return int(math.ceil(need / 1e6) * 1_000_000)
 
 
+def library_dirs(soname):
+    """Real directories of a shared library known to the dynamic linker."""
+    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    dirs = []
+    for line in proc.stdout.splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.split(" ")[0] == soname and target:
+            real = os.path.dirname(os.path.realpath(target))
+            if real not in dirs:
+                dirs.append(real)
+    return dirs
+
+
 def _autoconf_archive_external():
     """Debian/RPM autoconf-archive (Spack has no detection for it)."""
     for prefix in ("/usr", "/usr/local"):
@@ -134,6 +152,10 @@ def detect_spack_packages(spack):
         run("compiler", "find", "--scope", "user")
         print("==> detecting MPI, BLAS and build tools (spack external find)", file=sys.stderr)
         run("external", "find", "--scope", "user", "--not-buildable", *DETECTED_PACKAGES)
+        for package, soname in BLAS_LIBRARIES.items():
+            search = [arg for d in library_dirs(soname) for arg in ("--path", d)]
+            if search:
+                run("external", "find", "--scope", "user", "--not-buildable", *search, package)
         found = Path(scratch, "packages.yaml")
         packages = (yaml.safe_load(found.read_text()) or {}).get("packages", {}) if found.is_file() else {}
 

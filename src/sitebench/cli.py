@@ -1,0 +1,121 @@
+"""Command line: ``./sitebench <command>`` (see ``./sitebench --help``)."""
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+
+from sitebench import paths
+from sitebench.errors import SitebenchError
+
+
+def cmd_run(args):
+    from sitebench import runner, summary
+
+    run_dir, code = runner.run(args.site, args.scale, args.reframe_args)
+    print(f"\n==> stored {run_dir.relative_to(paths.ROOT) if run_dir.is_relative_to(paths.ROOT) else run_dir}")
+    print(summary.summarize(run_dir))
+    return 0 if code == 0 else 1
+
+
+def cmd_detect(args):
+    from sitebench import local_site
+    from sitebench import spack as spack_mod
+
+    spack = spack_mod.setup()
+    topology = local_site.detect(spack, redetect=args.redetect)
+    print(f"site 'local': {topology.get('arch')} {topology.get('model', '')}, "
+          f"{topology.get('num_cpus')} CPUs; Spack config in {local_site.spack_dir()}")
+    return 0
+
+
+def cmd_compare(args):
+    from sitebench.compare import Side, compare, render
+
+    a, b = Side(args.a), Side(args.b)
+    print(render(compare(a, b), args.a, args.b, args.format))
+    return 0
+
+
+def cmd_spack(args):
+    from sitebench import spack as spack_mod
+
+    spack = spack_mod.setup()
+    return subprocess.run([spack.executable, *args.spack_args], env=spack.environ()).returncode
+
+
+def cmd_env(_args):
+    from sitebench import spack as spack_mod
+
+    spack = spack_mod.setup()
+    env = spack.environ()
+    for name in ("PATH", "SPACK_USER_CONFIG_PATH", "SPACK_SYSTEM_CONFIG_PATH",
+                 "SPACK_USER_CACHE_PATH", "SPACK_PYTHON"):
+        print(f"export {name}={shlex.quote(env[name])}")
+    return 0
+
+
+def cmd_test(args):
+    cmd = [sys.executable, "-m", "pytest", str(paths.ROOT / "tests"), *args.pytest_args]
+    return subprocess.run(cmd, cwd=paths.ROOT).returncode
+
+
+def parser():
+    p = argparse.ArgumentParser(
+        prog="sitebench",
+        description="Build the benchmarks with Spack, run them with ReFrame against the "
+                    "site's references, store every run, compare sites.",
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="build, run and store the suite on a site")
+    run.add_argument("--site", default="local", help="site under site-configs/ (default: local)")
+    run.add_argument("--scale", default="quick", help="quick (default) or full")
+    run.add_argument("reframe_args", nargs=argparse.REMAINDER,
+                     help="after --: extra ReFrame options, e.g. -- -n StreamCheck")
+    run.set_defaults(func=cmd_run)
+
+    det = sub.add_parser("detect", help="detect this machine as the 'local' site")
+    det.add_argument("--redetect", action="store_true", help="detect again even if done")
+    det.set_defaults(func=cmd_detect)
+
+    cmp_ = sub.add_parser("compare", help="compare two sites or runs from results/")
+    cmp_.add_argument("a", help="SITE or SITE/RUN")
+    cmp_.add_argument("b", help="SITE or SITE/RUN")
+    cmp_.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    cmp_.set_defaults(func=cmd_compare)
+
+    sp = sub.add_parser("spack", help="run Spack with sitebench's isolated configuration")
+    sp.add_argument("spack_args", nargs=argparse.REMAINDER)
+    sp.set_defaults(func=cmd_spack)
+
+    env = sub.add_parser("env", help="print exports to use spack/reframe by hand like sitebench")
+    env.set_defaults(func=cmd_env)
+
+    test = sub.add_parser("test", help="run the test suite (pytest)")
+    test.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    test.set_defaults(func=cmd_test)
+    return p
+
+
+def main(argv=None):
+    args = parser().parse_args(argv)
+    for name in ("reframe_args", "spack_args", "pytest_args"):
+        extra = getattr(args, name, None)
+        if extra and extra[0] == "--":
+            setattr(args, name, extra[1:])
+    try:
+        return args.func(args)
+    except SitebenchError as err:
+        print(f"sitebench: error: {err.problem}", file=sys.stderr)
+        if err.fix:
+            print(f"  fix: {err.fix}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("sitebench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main(os.sys.argv[1:]))
