@@ -21,6 +21,7 @@ from sitebench.parsers import ParseError, stream  # noqa: E402
 from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.rfm.scales import THREAD_LABELS, resolve_threads  # noqa: E402
 from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.topology import last_level_cache_bytes  # noqa: E402
 
 #: STREAM's rule: each array at least four times the last-level cache.
 CACHE_FACTOR = 4
@@ -76,7 +77,7 @@ class StreamCheck(SitebenchBenchmark):
             parsed = stream.parse(text)
         except ParseError as err:
             return sn.assert_true(False, msg=str(err))
-        llc = last_level_cache(self.current_partition.processor)
+        llc = last_level_cache_bytes(self.current_partition.processor.info)
         return sn.all([
             sn.assert_true(stream.validates(text), msg="STREAM did not print 'Solution Validates'"),
             sn.assert_eq(parsed.threads, self.num_threads,
@@ -105,11 +106,3 @@ class StreamCheck(SitebenchBenchmark):
     def Triad(self):
         return self.result().best_rate_mbs["Triad"]
 
-
-def last_level_cache(processor):
-    """Total bytes of the highest cache level in ReFrame's topology, or None."""
-    caches = (processor.topology or {}).get("caches", [])
-    if not caches:
-        return None
-    level = max(int(c["type"].lstrip("L")) for c in caches)
-    return sum(c["size"] * len(c.get("cpusets", [])) for c in caches if c["type"] == f"L{level}")

@@ -1,7 +1,6 @@
 """Command line: ``./sitebench <command>`` (see ``./sitebench --help``)."""
 
 import argparse
-import os
 import shlex
 import subprocess
 import sys
@@ -99,12 +98,20 @@ def parser():
     return p
 
 
+#: Commands whose arguments go unparsed to another program.
+PASSTHROUGH = {"spack": "spack_args", "test": "pytest_args"}
+
+
 def main(argv=None):
-    args = parser().parse_args(argv)
-    for name in ("reframe_args", "spack_args", "pytest_args"):
-        extra = getattr(args, name, None)
-        if extra and extra[0] == "--":
-            setattr(args, name, extra[1:])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in PASSTHROUGH:
+        args = parser().parse_args(argv[:1])
+        setattr(args, PASSTHROUGH[argv[0]], argv[1:])
+    else:
+        args = parser().parse_args(argv)
+    extra = getattr(args, "reframe_args", None)
+    if extra and extra[0] == "--":
+        args.reframe_args = extra[1:]
     try:
         return args.func(args)
     except SitebenchError as err:
@@ -117,5 +124,3 @@ def main(argv=None):
         return 130
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main(os.sys.argv[1:]))

@@ -87,7 +87,7 @@ def _noise(df):
 def compare(a, b):
     """A DataFrame with one row per figure present on both sides."""
     left, right = _stats(a.frame), _stats(b.frame)
-    table = left.join(right, how="inner", lsuffix="_a", rsuffix="_b")
+    table = left.add_suffix("_a").join(right.add_suffix("_b"), how="inner")
     if table.empty:
         return pd.DataFrame(columns=KEYS + ["unit", "n_a", "median_a", "n_b", "median_b",
                                             "ratio", "noise", "beyond_noise"])

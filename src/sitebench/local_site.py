@@ -23,6 +23,7 @@ import yaml
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
+from sitebench.topology import last_level_cache_bytes
 
 SITE = "local"
 
@@ -73,17 +74,6 @@ def detect_topology():
                 "check that /sys/devices/system/cpu is readable",
             )
         return json.loads(out.read_text())
-
-
-def last_level_cache_bytes(topology):
-    """Total size of the highest cache level over all its instances."""
-    caches = topology.get("topology", {}).get("caches", [])
-    if not caches:
-        return None
-    level = max(int(c["type"].lstrip("L")) for c in caches)
-    return sum(
-        c["size"] * len(c.get("cpusets", [])) for c in caches if c["type"] == f"L{level}"
-    )
 
 
 def stream_array_elements(topology, bytes_per_element=8):

@@ -93,8 +93,9 @@ class Spack:
         env.pop("SPACK_ENV", None)  # never act on an environment the user activated
         # Spack needs clingo; our venv has it, so let Spack run on our Python.
         env.setdefault("SPACK_PYTHON", sys.executable)
-        spack_bin = str(Path(self.executable).parent)
-        env["PATH"] = spack_bin + os.pathsep + env.get("PATH", "")
+        # Spack first, then our venv (reframe; the style tools `spack style` runs).
+        spack_bin, venv_bin = str(Path(self.executable).parent), os.path.dirname(sys.executable)
+        env["PATH"] = os.pathsep.join([spack_bin, venv_bin, env.get("PATH", "")])
         return env
 
     def run(self, *args, capture=False, check=True, cwd=None, env=None):

@@ -4,7 +4,7 @@
 
 from spack_repo.builtin.packages.hpl.package import Hpl as BuiltinHpl
 
-from spack.package import *
+from spack.package import conflicts, filter_file, maintainers, variant, when
 
 
 class Hpl(BuiltinHpl):
@@ -40,7 +40,7 @@ class Hpl(BuiltinHpl):
         description="auto: vector ISA flags from the target; none: vector extensions off",
     )
 
-    conflicts("@:2.2", msg="sitebench builds HPL 2.3 (autotools); 2.2 needs the legacy Make.<arch>")
+    conflicts("@:2.2", msg="sitebench builds HPL 2.3 (autotools); 2.2 needs a Make.<arch> file")
 
     def simd_flags(self):
         """Compiler flags for the vector ISA of the concrete target (gcc/clang syntax)."""

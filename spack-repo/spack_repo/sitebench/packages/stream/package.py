@@ -4,7 +4,7 @@
 
 from spack_repo.builtin.packages.stream.package import Stream as BuiltinStream
 
-from spack.package import *
+from spack.package import FileFilter, maintainers, variant, version
 
 # jeffhammond/STREAM master on 2025-02-17: stream.c "Revision 5.10" (2013-01-17)
 # plus one typo fix in a warning printed only under -DN.

@@ -1,0 +1,55 @@
+"""Shared test fixtures. Tests that need Spack skip, saying why, where it is absent."""
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+sys.path.insert(0, str(ROOT / "src"))
+
+
+def spack_missing_reason():
+    if os.environ.get("SPACK_ROOT") or shutil.which("spack"):
+        return None
+    if (ROOT / ".sitebench" / "spack" / "bin" / "spack").is_file():
+        return None
+    if os.environ.get("SITEBENCH_SPACK_GIT"):
+        return None
+    return ("SPACK NOT AVAILABLE: no spack on PATH, no SPACK_ROOT, no clone in .sitebench/ and "
+            "no SITEBENCH_SPACK_GIT; install Spack 1.1.0 to run the Spack tests")
+
+
+@pytest.fixture(scope="session")
+def spack():
+    reason = spack_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    from sitebench import spack as spack_mod
+
+    return spack_mod.setup()
+
+
+@pytest.fixture
+def results_root(tmp_path, monkeypatch):
+    root = tmp_path / "results"
+    monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(root))
+    return root
+
+
+def sitebench(*args, env=None, check=False):
+    """Run the CLI as a user would (same Python, same environment)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "sitebench", *args],
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"sitebench {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
+    return proc

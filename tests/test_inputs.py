@@ -1,0 +1,75 @@
+"""Bad input is refused with an error that names what to fix."""
+
+import pytest
+
+from sitebench import references
+from sitebench.errors import SitebenchError
+from sitebench.names import check_name
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "a/b", "a b", "tab\there", "new\nline", "",
+                                  ".hidden", "-flag", "x" * 65, "bell\x07", "a..b"])
+def test_unsafe_names_are_refused(name):
+    with pytest.raises(SitebenchError, match="invalid site name") as err:
+        check_name("site", name)
+    assert "letters, digits" in err.value.fix
+
+
+@pytest.mark.parametrize("name", ["local", "cluster-x", "arm64.qemu", "site_2"])
+def test_safe_names(name):
+    assert check_name("site", name) == name
+
+
+GOOD = """
+StreamCheck:
+  $index: [$processor.arch, scale, num_threads]
+  x86_64_v4:
+    quick:
+      1: {Triad: [22000, -0.3, 0.5, MB/s]}
+HplCheck:
+  $index: [$processor.arch, scale]
+  x86_64_v4:
+    quick: {gflops: [80.0, -0.25, 0.3, Gflop/s]}
+"""
+
+
+def write(tmp_path, text):
+    path = tmp_path / "references.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_valid_references(tmp_path):
+    data = references.validate(write(tmp_path, GOOD))
+    assert data["HplCheck"]["x86_64_v4"]["quick"]["gflops"][0] == 80.0
+    assert references.validate(write(tmp_path, "")) == {}
+
+
+@pytest.mark.parametrize("text, message", [
+    ("StreamCheck: [1, 2", "not valid YAML"),
+    ("- a\n- b\n", "mapping of check names"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.3, -0.3, Gflop/s]}\n",
+     "lower tolerance 0.3 is greater than upper tolerance -0.3"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.1, 0.3, Gflop/s]}\n",
+     "need lower <= 0 <= upper"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [fast, -0.1, 0.3, Gflop/s]}\n",
+     "value must be a finite number"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [.nan, -0.1, 0.3, Gflop/s]}\n",
+     "value must be a finite number"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: 80}\n", "expected [value, lower, upper, unit]"),
+    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, -0.1, 0.3, 7]}\n", "unit must be a string"),
+    ("HplCheck:\n  $index: scale\n", "$index: expected a list"),
+    ("HplCheck:\n  $index: [a, b]\n  x: {gflops: [80, -0.1, 0.1, G]}\n",
+     "HplCheck.x.gflops: expected a mapping of figure names"),
+])
+def test_bad_references_name_the_key(tmp_path, text, message):
+    with pytest.raises(SitebenchError) as err:
+        references.validate(write(tmp_path, text))
+    assert message in str(err.value)
+    assert "references.yaml" in str(err.value)
+
+
+def test_missing_references(tmp_path):
+    with pytest.raises(SitebenchError, match="is missing") as err:
+        references.validate(tmp_path / "references.yaml")
+    assert "empty mapping" in err.value.fix

@@ -1,0 +1,182 @@
+"""Spack: found or cloned at the pinned release, isolated, recipes audited, env concretized."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, sitebench
+from sitebench import environment, local_site, spack as spack_mod
+from sitebench.topology import last_level_cache_bytes
+
+RECIPES = sorted((ROOT / "spack-repo/spack_repo/sitebench/packages").glob("*/package.py"))
+
+
+def fake_spack(tmp_path, version):
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "spack"
+    exe.write_text(f"#!/bin/sh\necho '{version} (0000000)'\n")
+    exe.chmod(0o755)
+    return bindir
+
+
+def without_spack_path():
+    dirs = os.environ["PATH"].split(os.pathsep)
+    return os.pathsep.join(d for d in dirs if not os.path.exists(os.path.join(d, "spack")))
+
+
+def test_wrong_spack_version_is_refused(tmp_path):
+    bindir = fake_spack(tmp_path, "0.23.1")
+    proc = sitebench("spack", "--version", env={"PATH": f"{bindir}:{os.environ['PATH']}",
+                                                "SPACK_ROOT": ""})
+    assert proc.returncode == 2
+    assert "pinned to Spack 1.1.0" in proc.stderr and "Spack 0.23.1" in proc.stderr
+    assert "fix:" in proc.stderr
+
+
+def test_spack_root_without_spack(tmp_path):
+    proc = sitebench("spack", "--version", env={"SPACK_ROOT": str(tmp_path)})
+    assert proc.returncode == 2 and "has no bin/spack" in proc.stderr
+
+
+def test_missing_mirror_is_refused(tmp_path):
+    bindir = fake_spack(tmp_path, "1.1.0")
+    proc = sitebench("spack", "--version", env={
+        "PATH": f"{bindir}:{os.environ['PATH']}", "SPACK_ROOT": "",
+        "SITEBENCH_MIRROR": str(tmp_path / "no-mirror")})
+    assert proc.returncode == 2 and "SITEBENCH_MIRROR" in proc.stderr and "does not exist" in proc.stderr
+
+
+def test_bad_packages_checkout_is_refused(tmp_path):
+    bindir = fake_spack(tmp_path, "1.1.0")
+    proc = sitebench("spack", "--version", env={
+        "PATH": f"{bindir}:{os.environ['PATH']}", "SPACK_ROOT": "",
+        "SITEBENCH_SPACK_PACKAGES": str(tmp_path)})
+    assert proc.returncode == 2 and "not a spack-packages checkout" in proc.stderr
+
+
+def test_clone_failure_names_the_override(tmp_path):
+    proc = sitebench("spack", "--version", env={
+        "PATH": without_spack_path(), "SPACK_ROOT": "",
+        "SITEBENCH_STATE_DIR": str(tmp_path / "state"),
+        "SITEBENCH_SPACK_GIT": str(tmp_path / "no-such-repo")})
+    assert proc.returncode == 2
+    assert "could not clone Spack v1.1.0" in proc.stderr and "SITEBENCH_SPACK_GIT" in proc.stderr
+    assert not (tmp_path / "state/spack").exists()  # no half clone left as if good
+
+
+@pytest.mark.spack
+def test_cloned_at_the_pinned_release(tmp_path, spack):
+    source = os.environ.get("SITEBENCH_SPACK_GIT")
+    if not source:
+        pytest.skip("SITEBENCH_SPACK_GIT not set: cloning from GitHub is not tested offline")
+    state = tmp_path / "state"
+    proc = sitebench("spack", "--version", env={
+        "PATH": without_spack_path(), "SPACK_ROOT": "", "SITEBENCH_STATE_DIR": str(state)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("1.1.0")
+    def commit(repo, ref):
+        return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{ref}^{{commit}}"],
+                              capture_output=True, text=True).stdout.strip()
+
+    assert commit(state / "spack", "HEAD") == commit(source, "v1.1.0") != ""
+
+
+@pytest.mark.spack
+def test_isolated_from_the_users_spack_config(tmp_path, spack):
+    home = tmp_path / "home"
+    (home / ".spack").mkdir(parents=True)
+    (home / ".spack/config.yaml").write_text("config:\n  build_jobs: 4321\n")
+    env = spack.environ({**os.environ, "HOME": str(home)})
+    out = subprocess.run([spack.executable, "config", "blame", "config"], env=env,
+                         capture_output=True, text=True, check=True).stdout
+    assert "4321" not in out and str(home) not in out
+    assert str(spack.config_dir) in out  # our scope is the one in use
+    # A plain spack (no isolation) does see it: the test can tell the difference.
+    plain_env = {k: v for k, v in env.items() if k != "SPACK_USER_CONFIG_PATH"}
+    plain = subprocess.run([spack.executable, "-C", str(spack.config_dir), "config", "get",
+                            "config"], env=plain_env, capture_output=True, text=True)
+    assert "build_jobs: 4321" in plain.stdout
+
+
+@pytest.mark.spack
+def test_recipes_pass_spack_audit_and_style(spack):
+    env_dir = ROOT / "environments/local"
+    audit = spack.run("-e", env_dir, "audit", "packages", "stream", "hpl", capture=True,
+                      check=False)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "PKG-DIRECTIVES: passed" in audit.stdout
+    # mypy is skipped: `spack style` runs it over Spack's own core, not over these files.
+    style = spack.run("style", "--root", spack.resolve_root(), "-s", "mypy", *RECIPES,
+                      capture=True, check=False)
+    assert style.returncode == 0, style.stdout + style.stderr
+    assert "spack style checks were clean" in style.stdout + style.stderr
+
+
+@pytest.mark.spack
+def test_local_environment_concretizes_once(spack):
+    local_site.detect(spack)
+    version = spack.version()
+    builtin = spack_mod.builtin_repo()
+    env_dir = environment.ensure_concretized(spack, "local", version, builtin)
+    lock = json.loads((env_dir / "spack.lock").read_text())
+    specs = {s["name"]: s for s in lock["concrete_specs"].values()}
+    assert {r["spec"] for r in lock["roots"]} == {"stream+openmp", "hpl"}
+    stream = specs["stream"]
+    topology = json.loads(local_site.topology_file().read_text())
+    llc = last_level_cache_bytes(topology)
+    assert int(stream["parameters"]["stream_array_size"]) * 8 >= 4 * llc
+    assert stream["parameters"]["openmp"] is True
+    assert specs["openblas"].get("external") and specs["openmpi"].get("external")
+    # Reused, not redone, while nothing changed.
+    mtime = (env_dir / "spack.lock").stat().st_mtime_ns
+    environment.ensure_concretized(spack, "local", version, builtin)
+    assert (env_dir / "spack.lock").stat().st_mtime_ns == mtime
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_real_build_from_the_mirror(tmp_path, spack):
+    """Build both benchmarks into a fresh install tree: sources from the mirror, checksummed."""
+    local_site.detect(spack)
+    env_dir = environment.ensure_concretized(spack, "local", spack.version(),
+                                             spack_mod.builtin_repo())
+    tree = tmp_path / "store"
+    proc = spack.run("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install",
+                     capture=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    xhpl = next(tree.rglob("bin/xhpl"))
+    stream_exe = next(tree.rglob("bin/stream_c.exe"))
+    needed = subprocess.run(["readelf", "-d", str(xhpl)], capture_output=True, text=True).stdout
+    assert "libopenblas" in needed and "libmpi" in needed  # the BLAS the spec asked for
+    args = (xhpl.parent.parent / ".spack/spack-configure-args.txt").read_text()
+    assert "CC=" in args and "mpicc" in args
+    flags = spack.run("-e", env_dir, "spec", "--format", "{target}", "hpl", capture=True).stdout
+    if "x86_64_v4" in flags or "avx512" in flags:
+        assert "-mavx512f" in args
+    assert os.access(stream_exe, os.X_OK)
+
+
+@pytest.mark.spack
+def test_checksum_is_enforced(tmp_path, spack):
+    mirror = os.environ.get("SITEBENCH_MIRROR")
+    if not mirror:
+        pytest.skip("SITEBENCH_MIRROR not set: no local mirror to corrupt")
+    mirror = mirror.removeprefix("file://")
+    bad = tmp_path / "mirror"
+    shutil.copytree(mirror, bad, symlinks=True)
+    tarball = next((bad / "_source-cache/archive").rglob("977651ff*.tar.gz"))  # stream 5.10
+    tarball.unlink()
+    tarball.write_bytes(b"not the STREAM sources")
+    proc = spack.run(
+        "-c", f"config:install_tree:root:{tmp_path / 'store'}",
+        "-c", f"config:source_cache:{tmp_path / 'cache'}",
+        "-c", f"mirrors::{{bad: file://{bad}}}",
+        "-e", ROOT / "environments/local", "install", "stream",
+        capture=True, check=False,
+    )
+    assert proc.returncode != 0
+    assert "checksum" in (proc.stdout + proc.stderr).lower()
