@@ -1,0 +1,108 @@
+"""The whole loop: Spack builds, ReFrame runs and judges, the run is stored, runs compared."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, sitebench
+from sitebench import paths, runner
+from sitebench.errors import SitebenchError
+
+
+def reframe(*args):
+    exe = os.path.join(os.path.dirname(sys.executable), "reframe")
+    return subprocess.run([exe, "-C", str(ROOT / "site-configs/local/reframe.py"),
+                           "-c", str(ROOT / "reframe-checks"), *args],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+def test_checks_are_listed():
+    proc = reframe("-l")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "- StreamCheck %scale=quick %threads=all" in proc.stdout
+    assert "- HplCheck %scale=quick" in proc.stdout
+    assert "^StreamBuild" in proc.stdout and "^HplBuild" in proc.stdout
+    assert "%scale=full" not in proc.stdout  # the local site runs quick unless told
+
+
+def test_full_scale_is_listed_when_asked():
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "reframe"), "-C",
+         str(ROOT / "site-configs/local/reframe.py"), "-c", str(ROOT / "reframe-checks"), "-l"],
+        capture_output=True, text=True, cwd=ROOT,
+        env={**os.environ, "SITEBENCH_SCALES": "quick,full"})
+    assert "- HplCheck %scale=full" in proc.stdout
+
+
+def test_unknown_site_and_unsafe_names(results_root):
+    unknown = sitebench("run", "--site", "nowhere")
+    assert unknown.returncode == 2
+    assert "unknown site 'nowhere'" in unknown.stderr and "local" in unknown.stderr
+    escape = sitebench("run", "--site", "../../etc")
+    assert escape.returncode == 2 and "invalid site name" in escape.stderr
+    scale = sitebench("run", "--scale", "huge")
+    assert scale.returncode == 2 and "unknown scale" in scale.stderr
+    assert not results_root.exists()
+
+
+def test_missing_or_broken_references_stop_before_running(tmp_path, monkeypatch):
+    site = tmp_path / "site-configs" / "demo"
+    site.mkdir(parents=True)
+    (site / "reframe.py").write_text("site_configuration = {}\n")
+    monkeypatch.setattr(paths, "site_config_dir", lambda name: tmp_path / "site-configs" / name)
+    with pytest.raises(SitebenchError, match="references.yaml is missing"):
+        runner.prepare("demo")
+    (site / "references.yaml").write_text("HplCheck: {$index: [scale], quick: {gflops: 5}}\n")
+    with pytest.raises(SitebenchError, match="HplCheck.quick.gflops"):
+        runner.prepare("demo")
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_run_twice_store_two_runs_and_compare(results_root, spack):
+    first = sitebench("run")
+    assert first.returncode == 0, first.stdout[-4000:] + first.stderr[-4000:]
+    second = sitebench("run")
+    assert second.returncode == 0, second.stdout[-4000:] + second.stderr[-4000:]
+    runs = sorted(p for p in (results_root / "local").iterdir())
+    assert len(runs) == 2 and not any(p.name.startswith(".") for p in runs)
+    for run in runs:
+        report = json.loads((run / "report.json").read_text())
+        cases = [c for r in report["runs"] for c in r["testcases"]]
+        measured = [c for c in cases if c.get("perfvalues")]
+        assert {c["name"].split()[0] for c in measured} == {"StreamCheck", "HplCheck"}
+        assert all(c["result"] == "pass" for c in measured)
+        hpl = next(c for c in measured if c["name"].startswith("HplCheck"))
+        assert hpl["concrete_spec"].startswith("hpl@2.3") and "/" in hpl["concrete_spec"]
+        assert (run / "perflogs/local/default/HplCheck.log").is_file()
+        prov = json.loads((run / "provenance/provenance.json").read_text())
+        assert prov["spack"]["version"] == "1.1.0"
+        assert prov["spack_builtin_repo"]["commit"]
+        assert prov["sitebench"]["commit"]
+        assert len(prov["site_config_sha256"]) == 64
+        assert prov["reframe_version"] == "4.10.4"
+        assert prov["cpu_arch"]
+        assert (run / "provenance/spack.lock").is_file()
+        assert json.loads((run / "provenance/specs.json").read_text())
+        assert json.loads((run / "provenance/topology.json").read_text())["num_cpus"] >= 1
+    # The summary after the second run shows the first one beside it.
+    assert "1 earlier run(s) of local" in second.stdout
+    compared = sitebench("compare", f"local/{runs[0].name}", f"local/{runs[1].name}", check=True)
+    assert "HplCheck" in compared.stdout and "Triad" in compared.stdout and "B/A" in compared.stdout
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_a_check_whose_binary_is_missing_fails(results_root, spack):
+    """A build that produced nothing must fail the check, never pass it."""
+    proc = sitebench("run", "--", "-n", "HplCheck", "-S", "HplBuild.spack_spec=no-such-root")
+    assert proc.returncode == 1
+    run = next((results_root / "local").iterdir())
+    report = json.loads((run / "report.json").read_text())
+    cases = {c["name"].split()[0]: c for r in report["runs"] for c in r["testcases"]}
+    assert cases["HplBuild"]["result"] == "fail"
+    assert cases["HplCheck"]["result"] in ("fail", "fail_deps")  # never "pass"
+    assert not cases["HplCheck"].get("perfvalues")
