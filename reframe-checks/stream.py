@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 
 import reframe as rfm  # noqa: E402
 import reframe.utility.sanity as sn  # noqa: E402
+from reframe.core.backends import getlauncher  # noqa: E402
 from reframe.core.builtins import (  # noqa: E402
     fixture,
     parameter,
@@ -60,6 +61,8 @@ class StreamCheck(SitebenchBenchmark):
         self.skip_if(count is None, f"threads={self.threads} duplicates or exceeds the cores")
         self.num_threads = count
         self.num_cpus_per_task = count
+        # OpenMP only: an MPI launcher would bind the one process to one core.
+        self.job.launcher = getlauncher("local")()
         self.env_vars = {
             "OMP_NUM_THREADS": str(count),
             "OMP_PROC_BIND": "spread",

@@ -78,6 +78,9 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         hpl = next(c for c in measured if c["name"].startswith("HplCheck"))
         assert hpl["concrete_spec"].startswith("hpl@2.3") and "/" in hpl["concrete_spec"]
         assert (run / "perflogs/local/default/HplCheck.log").is_file()
+        # STREAM is OpenMP only: an MPI launcher would pin all its threads to one core.
+        scripts = list(run.glob("output/*/*/*/StreamCheck_*/rfm_job.sh"))
+        assert scripts and not any("mpirun" in p.read_text() for p in scripts)
         prov = json.loads((run / "provenance/provenance.json").read_text())
         assert prov["spack"]["version"] == "1.1.0"
         assert prov["spack_builtin_repo"]["commit"]

@@ -9,7 +9,8 @@ The file is ReFrame's external reference format (``reference = {'$ref': ...}``):
           1:
             Triad: [36800, -0.3, 0.5, MB/s]   # value, lower, upper, unit
 
-Lower and upper are fractions of the value (lower <= 0 <= upper). Keys that
+Lower and upper are fractions of the value (lower <= 0 <= upper); null means
+no bound on that side. Keys that
 do not match (another microarchitecture, an unknown scale) mean "no
 reference": the figure is logged and does not fail.
 """
@@ -34,13 +35,15 @@ def _check_entry(path, where, value):
         return  # ReFrame's expected-failure form: [$xfail, reason, [v, l, u, unit]]
     ref, lower, upper = value[:3]
     for name, number in (("value", ref), ("lower", lower), ("upper", upper)):
+        if number is None and name != "value":
+            continue  # null: no bound on that side
         if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(
             number
         ):
             _fail(path, where, f"{name} must be a finite number, got {number!r}")
-    if lower > upper:
+    if lower is not None and upper is not None and lower > upper:
         _fail(path, where, f"lower tolerance {lower} is greater than upper tolerance {upper}")
-    if lower > 0 or upper < 0:
+    if (lower is not None and lower > 0) or (upper is not None and upper < 0):
         _fail(path, where, f"tolerances are fractions around the value: need lower <= 0 <= upper, "
                            f"got {lower}, {upper}")
     if len(value) == 4 and not isinstance(value[3], str):
