@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -109,3 +110,32 @@ def test_a_check_whose_binary_is_missing_fails(results_root, spack):
     assert cases["HplBuild"]["result"] == "fail"
     assert cases["HplCheck"]["result"] in ("fail", "fail_deps")  # never "pass"
     assert not cases["HplCheck"].get("perfvalues")
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_a_figure_below_its_reference_fails(tmp_path, spack):
+    """References are enforced: the same run passes or fails only by references.yaml."""
+    site = ROOT / "site-configs" / f"test-references-{os.getpid()}"
+    site.mkdir()
+    try:
+        for name in ("reframe.py", "topology.json"):
+            if (ROOT / "site-configs/local" / name).is_file():
+                shutil.copy(ROOT / "site-configs/local" / name, site / name)
+        (site / "references.yaml").write_text(
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}\n")
+        exe = os.path.join(os.path.dirname(sys.executable), "reframe")
+        proc = subprocess.run(
+            [exe, "-C", str(site / "reframe.py"), "-c", str(ROOT / "reframe-checks"),
+             "-n", "HplCheck", "-r", "--prefix", str(tmp_path), "--report-file",
+             str(tmp_path / "report.json")],
+            env=spack.environ(), capture_output=True, text=True, cwd=ROOT)
+    finally:
+        shutil.rmtree(site)
+    assert proc.returncode != 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    case = next(c for r in report["runs"] for c in r["testcases"]
+                if c["name"].startswith("HplCheck"))
+    assert case["result"] == "fail" and case["fail_phase"] == "performance"
+    value, ref, lower = case["perfvalues"]["local:default:gflops"][:3]
+    assert ref == 1.0e6 and lower == -0.1 and 0 < value < 0.9e6

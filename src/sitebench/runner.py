@@ -74,6 +74,14 @@ def reframe_command(site, scale, prefix, report, extra=()):
     ]
 
 
+def _test_cases(report_path):
+    try:
+        report = json.loads(Path(report_path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return 0
+    return sum(len(r.get("testcases", [])) for r in report.get("runs", []))
+
+
 def run(site="local", scale="quick", reframe_args=()):
     """Run the suite on ``site`` at ``scale``; return (run directory, ReFrame exit code)."""
     if scale not in SCALES:
@@ -101,6 +109,10 @@ def run(site="local", scale="quick", reframe_args=()):
             f"(its output is kept in {work})",
             "read ReFrame's message above",
         )
+    if code == 0 and not _test_cases(report):
+        # ReFrame skips checks it cannot load (e.g. a bad reference) and still exits 0.
+        print("sitebench: error: ReFrame ran no test case; see its warnings above", file=sys.stderr)
+        code = 1
     copy_into(work / "perflogs", incoming.path / "perflogs")
     copy_into(work / "output", incoming.path / "output")
     provenance.collect(
