@@ -53,3 +53,33 @@ def sitebench(*args, env=None, check=False):
     if check and proc.returncode != 0:
         raise AssertionError(f"sitebench {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+def build_in_temp_env(spack, tmp_path, specs, packages=None):
+    """Concretize and install ``specs`` in a throw-away environment and install tree.
+
+    The environment includes the local site's Spack config (externals), so
+    only the benchmark itself and what it needs beyond the machine is built,
+    from the source mirror, checksums enforced. Returns the install tree.
+    """
+    import yaml
+
+    from sitebench import local_site
+
+    local_site.detect(spack)
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    config = {"spack": {
+        "include": [str(local_site.spack_dir())],
+        "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
+        "specs": list(specs),
+        "view": False,
+        "concretizer": {"unify": True},
+        "config": {"install_tree": {"root": str(tmp_path / "store")}},
+    }}
+    if packages:
+        config["spack"]["packages"] = packages
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(config))
+    proc = spack.run("-e", env_dir, "install", "--fresh", capture=True, check=False)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    return tmp_path / "store"
