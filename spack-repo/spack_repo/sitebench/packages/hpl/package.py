@@ -4,12 +4,47 @@
 
 from spack_repo.builtin.packages.hpl.package import Hpl as BuiltinHpl
 
-from spack.package import conflicts, filter_file, maintainers, variant, when
+from spack.package import conflicts, filter_file, maintainers, requires, variant, when
+
+#: Vector extensions switched off, per target family (the wrapper's -march enables them).
+NO_SIMD = {
+    "x86_64": ["-mno-avx512f", "-mno-avx2", "-mno-fma", "-mno-avx"],
+    "aarch64": ["-march=armv8-a+nosimd"],
+}
+
+
+def simd_flags(target, choice, compiler="gcc", compiler_version="12.2.0"):
+    """Compiler flags for the vector ISA of ``target`` (an archspec microarchitecture).
+
+    ``auto``: the widest vector ISA of the target (AVX-512, AVX2+FMA; SVE, NEON).
+    ``neon``: aarch64 without SVE, even on an SVE target (NEON-only build).
+    ``none``: vector extensions off (the "unoptimised HPL" of the study).
+    """
+    family = str(target.family)
+    if choice == "none":
+        return list(NO_SIMD.get(family, []))
+    if family == "x86_64":
+        if "avx512f" in target:
+            # gcc defaults to 256-bit vectors even where AVX-512 is enabled
+            return ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mprefer-vector-width=512"]
+        if "avx2" in target:
+            return ["-mavx2", "-mfma"]
+        return []
+    if family == "aarch64":
+        if choice == "neon":
+            cpu = [f for f in target.optimization_flags(compiler, compiler_version).split()]
+            mcpu = [f for f in cpu if f.startswith("-mcpu=")]
+            return [mcpu[0] + "+nosve"] if mcpu else ["-march=armv8.2-a+nosve"]
+        if "sve" in target:
+            return ["-msve-vector-bits=scalable"]
+        return ["-ftree-vectorize"]  # NEON (ASIMD) is part of every ARMv8-A target
+    return []
 
 
 class Hpl(BuiltinHpl):
     """HPL 2.3 (the builtin recipe) with the BLAS the spec asks for, the MPI
-    compiler wrapper, and SIMD and optimisation flags chosen per target.
+    compiler wrapper, SIMD and optimisation flags chosen per target, and the
+    optimisation levels of the ARM-cluster study.
 
     Differences from the builtin recipe, each fixing a problem seen on real
     sites:
@@ -19,50 +54,57 @@ class Hpl(BuiltinHpl):
       linked a system OpenBLAS. Every probe line now names the spec's BLAS.
     * ``CC`` is the MPI wrapper, so an external MPI whose ``mpi.h`` is outside
       the compiler's search path (Debian's Open MPI) still builds.
-    * ``simd`` adds the vector ISA flags of the concrete target (AVX-512 or
-      AVX2+FMA on x86_64, SVE or NEON on aarch64) on top of the ``-march`` or
-      ``-mcpu`` that Spack's compiler wrapper injects; ``simd=none`` turns the
-      vector extensions off, for the "unoptimised HPL" level of comparisons.
+    * ``simd`` adds the vector ISA flags of the concrete target on top of the
+      ``-march``/``-mcpu`` that Spack's compiler wrapper injects.
+    * ``level`` reproduces the study's executions, so its speed-ups can be
+      measured on any site: 1 = reference BLAS and unoptimised HPL (-O0, no
+      vector ISA); 2 = a tuned BLAS, HPL still unoptimised; 3 = a tuned BLAS
+      and HPL at -O3 with the target's SIMD flags. ``tuned`` (the default) is
+      -O3 with ``simd`` and whatever BLAS the site chose.
     """
 
     maintainers("sitebench")
 
     variant(
-        "optimization",
-        default="O3",
-        values=("O0", "O2", "O3"),
-        description="Optimisation level of HPL itself (the time is mostly in BLAS)",
+        "level",
+        default="tuned",
+        values=("tuned", "1", "2", "3"),
+        description="tuned: -O3 + simd, site's BLAS; 1/2/3: the ARM-cluster study's executions",
     )
     variant(
         "simd",
         default="auto",
-        values=("auto", "none"),
-        description="auto: vector ISA flags from the target; none: vector extensions off",
+        values=("auto", "neon", "none"),
+        when="level=tuned",
+        description="auto: widest vector ISA of the target; neon: aarch64 without SVE; none: off",
     )
 
+    requires(
+        "^[virtuals=blas] netlib-lapack",
+        when="level=1",
+        msg="execution 1 of the study runs on the reference BLAS (netlib-lapack)",
+    )
+    conflicts(
+        "^[virtuals=blas] netlib-lapack",
+        when="level=2",
+        msg="execution 2 of the study needs a tuned BLAS, not the reference one",
+    )
+    conflicts(
+        "^[virtuals=blas] netlib-lapack",
+        when="level=3",
+        msg="execution 3 of the study needs a tuned BLAS, not the reference one",
+    )
+    conflicts("simd=neon", when="target=x86_64:", msg="simd=neon is for aarch64 targets")
     conflicts("@:2.2", msg="sitebench builds HPL 2.3 (autotools); 2.2 needs a Make.<arch> file")
 
-    def simd_flags(self):
-        """Compiler flags for the vector ISA of the concrete target (gcc/clang syntax)."""
-        target = self.spec.target
-        family = str(target.family)
-        choice = self.spec.variants["simd"].value
-        if family == "x86_64":
-            if choice == "none":
-                return ["-mno-avx512f", "-mno-avx2", "-mno-fma", "-mno-avx"]
-            if "avx512f" in target:
-                # gcc defaults to 256-bit vectors even where AVX-512 is enabled
-                return ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mprefer-vector-width=512"]
-            if "avx2" in target:
-                return ["-mavx2", "-mfma"]
-            return []
-        if family == "aarch64":
-            if choice == "none":
-                return ["-march=armv8-a+nosimd"]
-            if "sve" in target:
-                return ["-msve-vector-bits=scalable"]
-            return ["-ftree-vectorize"]  # NEON (ASIMD) is part of every ARMv8-A target
-        return []
+    def hpl_flags(self):
+        """Optimisation and vector ISA flags of HPL itself for this spec."""
+        level = self.spec.variants["level"].value
+        if level in ("1", "2"):
+            return ["-O0"] + simd_flags(self.spec.target, "none")
+        choice = "auto" if level == "3" else self.spec.variants["simd"].value
+        name, version = self.compiler.name, str(self.compiler.version)
+        return ["-O3"] + simd_flags(self.spec.target, choice, name, version)
 
     @when("@2.3:")
     def configure_args(self):
@@ -71,10 +113,7 @@ class Hpl(BuiltinHpl):
         blas = self.spec["blas"].libs.ld_flags
         filter_file(r"^libs([0-9]+)=.*", rf"libs\1='{blas}'", "configure")
 
-        level = "-" + self.spec.variants["optimization"].value
-        flags = [level] + self.simd_flags()
-        args = [
-            a.replace("-O3", " ".join(flags), 1) if a.startswith("CFLAGS=") else a for a in args
-        ]
+        flags = " ".join(self.hpl_flags())
+        args = [a.replace("-O3", flags, 1) if a.startswith("CFLAGS=") else a for a in args]
         args.append(f"CC={self.spec['mpi'].mpicc}")
         return args
