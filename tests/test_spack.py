@@ -6,12 +6,21 @@ import shutil
 import subprocess
 
 import pytest
+import yaml
 
 from conftest import ROOT, sitebench
 from sitebench import environment, local_site, spack as spack_mod
 from sitebench.topology import last_level_cache_bytes
 
 RECIPES = sorted((ROOT / "spack-repo/spack_repo/sitebench/packages").glob("*/package.py"))
+
+
+def only_mirror_scope(tmp_path, mirror):
+    """A command-line config scope (-C) whose mirrors are exactly ``mirror``."""
+    scope = tmp_path / "scope"
+    scope.mkdir()
+    (scope / "mirrors.yaml").write_text(f"mirrors::\n  only:\n    url: file://{mirror}\n")
+    return scope
 
 
 def fake_spack(tmp_path, version):
@@ -174,9 +183,45 @@ def test_checksum_is_enforced(tmp_path, spack):
     proc = spack.run(
         "-c", f"config:install_tree:root:{tmp_path / 'store'}",
         "-c", f"config:source_cache:{tmp_path / 'cache'}",
-        "-c", f"mirrors::{{bad: file://{bad}}}",
+        "-C", only_mirror_scope(tmp_path, bad),
         "-e", ROOT / "environments/local", "install", "stream",
         capture=True, check=False,
     )
     assert proc.returncode != 0
-    assert "checksum" in (proc.stdout + proc.stderr).lower()
+    assert "sha256 checksum failed" in proc.stdout + proc.stderr
+
+
+@pytest.mark.spack
+def test_mirror_of_a_site_serves_an_offline_install(tmp_path, spack):
+    """`sitebench mirror` copies every source of the environment; an install needs nothing else."""
+    from sitebench import mirror
+
+    saved = mirror.mirrors_file("local")
+    before = saved.read_text() if saved.is_file() else None
+    try:
+        url = mirror.create("local", tmp_path / "mirror")
+        written = yaml.safe_load(saved.read_text())
+        assert written["mirrors"]["sitebench-local"]["url"] == url
+    finally:
+        if before is None:
+            saved.unlink(missing_ok=True)
+        else:
+            saved.write_text(before)
+    archives = {p.name.split(".")[0] for p in (tmp_path / "mirror/_source-cache/archive").rglob("*")
+                if p.is_file()}
+    lock = json.loads((ROOT / "environments/local/spack.lock").read_text())
+    wanted = {s["name"] for s in lock["concrete_specs"].values() if not s.get("external")}
+    assert {"stream", "hpl", "compiler-wrapper"} <= wanted
+    for path in (tmp_path / "mirror/_source-cache/archive").rglob("*.tar.gz"):
+        assert subprocess.run(["sha256sum", str(path)], capture_output=True,
+                              text=True).stdout.split()[0] == path.name.split(".")[0]
+    assert len(archives) >= 3  # stream, hpl, compiler-wrapper
+    # Only this mirror, an empty source cache and a new install tree: STREAM still installs.
+    proc = spack.run(
+        "-c", f"config:install_tree:root:{tmp_path / 'store'}",
+        "-c", f"config:source_cache:{tmp_path / 'cache'}",
+        "-C", only_mirror_scope(tmp_path, tmp_path / "mirror"),
+        "-e", ROOT / "environments/local", "install", "stream",
+        capture=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

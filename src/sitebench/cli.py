@@ -37,6 +37,15 @@ def cmd_compare(args):
     return 0
 
 
+def cmd_mirror(args):
+    from sitebench import mirror
+
+    url = mirror.create(args.site, args.directory)
+    print(f"mirror of environments/{args.site} in {url}; "
+          f"site-configs/{args.site}/spack/mirrors.yaml points at it")
+    return 0
+
+
 def cmd_spack(args):
     from sitebench import spack as spack_mod
 
@@ -84,6 +93,11 @@ def parser():
     cmp_.add_argument("b", help="SITE or SITE/RUN")
     cmp_.add_argument("--format", choices=("table", "csv", "json"), default="table")
     cmp_.set_defaults(func=cmd_compare)
+
+    mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")
+    mir.add_argument("directory", help="where to put the mirror (carry it to the site)")
+    mir.add_argument("--site", default="local", help="site under site-configs/ (default: local)")
+    mir.set_defaults(func=cmd_mirror)
 
     sp = sub.add_parser("spack", help="run Spack with sitebench's isolated configuration")
     sp.add_argument("spack_args", nargs=argparse.REMAINDER)

@@ -21,7 +21,8 @@ def inputs_hash(env_dir, site_dir, spack_version, builtin_repo):
     digest = hashlib.sha256()
     digest.update(f"spack {spack_version}\nbuiltin {builtin_repo}\n".encode())
     files = [env_dir / "spack.yaml"]
-    files += sorted((site_dir / "spack").glob("*.yaml"))
+    # Mirrors decide where sources come from, not what is built.
+    files += sorted(p for p in (site_dir / "spack").glob("*.yaml") if p.name != "mirrors.yaml")
     files += sorted((paths.ROOT / "spack-repo").rglob("*.py"))
     files += sorted((paths.ROOT / "spack-repo").rglob("repo.yaml"))
     for path in files:
