@@ -22,6 +22,7 @@ from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.rfm.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
 from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
 
+
 class HplBuild(SpackBuild):
     """The site's HPL (BLAS, optimisation and SIMD flags chosen by its environment)."""
 
@@ -101,7 +102,7 @@ class HplCheck(SitebenchBenchmark):
         return sn.assert_true(
             parsed.all_passed,
             msg=f"HPL residual checks: {parsed.passed} passed, {parsed.failed} failed, "
-                f"{parsed.skipped} skipped",
+            f"{parsed.skipped} skipped",
         )
 
     @performance_function("Gflop/s")

@@ -81,17 +81,25 @@ class StreamCheck(SitebenchBenchmark):
         except ParseError as err:
             return sn.assert_true(False, msg=str(err))
         llc = last_level_cache_bytes(self.current_partition.processor.info)
-        return sn.all([
-            sn.assert_true(stream.validates(text), msg="STREAM did not print 'Solution Validates'"),
-            sn.assert_eq(parsed.threads, self.num_threads,
-                         msg="STREAM counted {0} threads, expected {1}"),
-            sn.assert_true(
-                not llc or parsed.array_bytes >= CACHE_FACTOR * llc,
-                msg=f"STREAM arrays ({parsed.array_bytes} B) are smaller than {CACHE_FACTOR} x "
+        return sn.all(
+            [
+                sn.assert_true(
+                    stream.validates(text), msg="STREAM did not print 'Solution Validates'"
+                ),
+                sn.assert_eq(
+                    parsed.threads,
+                    self.num_threads,
+                    msg="STREAM counted {0} threads, expected {1}",
+                ),
+                sn.assert_true(
+                    not llc or parsed.array_bytes >= CACHE_FACTOR * llc,
+                    msg=f"STREAM arrays ({parsed.array_bytes} B) are smaller than "
+                    f"{CACHE_FACTOR} x "
                     f"the last-level cache ({llc} B): rebuild stream with stream_array_size >= "
                     f"{-(-CACHE_FACTOR * llc // parsed.bytes_per_element) if llc else 0}",
-            ),
-        ])
+                ),
+            ]
+        )
 
     @performance_function("MB/s")
     def Copy(self):
@@ -108,4 +116,3 @@ class StreamCheck(SitebenchBenchmark):
     @performance_function("MB/s")
     def Triad(self):
         return self.result().best_rate_mbs["Triad"]
-

@@ -20,8 +20,10 @@ def spack_missing_reason():
         return None
     if os.environ.get("SITEBENCH_SPACK_GIT"):
         return None
-    return ("SPACK NOT AVAILABLE: no spack on PATH, no SPACK_ROOT, no clone in .sitebench/ and "
-            "no SITEBENCH_SPACK_GIT; install Spack 1.1.0 to run the Spack tests")
+    return (
+        "SPACK NOT AVAILABLE: no spack on PATH, no SPACK_ROOT, no clone in .sitebench/ and "
+        "no SITEBENCH_SPACK_GIT; install Spack 1.1.0 to run the Spack tests"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -69,14 +71,16 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     local_site.detect(spack)
     env_dir = tmp_path / "env"
     env_dir.mkdir()
-    config = {"spack": {
-        "include": [str(local_site.spack_dir())],
-        "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
-        "specs": list(specs),
-        "view": False,
-        "concretizer": {"unify": True},
-        "config": {"install_tree": {"root": str(tmp_path / "store")}},
-    }}
+    config = {
+        "spack": {
+            "include": [str(local_site.spack_dir())],
+            "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
+            "specs": list(specs),
+            "view": False,
+            "concretizer": {"unify": True},
+            "config": {"install_tree": {"root": str(tmp_path / "store")}},
+        }
+    }
     if packages:
         config["spack"]["packages"] = packages
     (env_dir / "spack.yaml").write_text(yaml.safe_dump(config))

@@ -7,8 +7,23 @@ from sitebench.errors import SitebenchError
 from sitebench.names import check_name
 
 
-@pytest.mark.parametrize("name", ["..", "../x", "a/b", "a b", "tab\there", "new\nline", "",
-                                  ".hidden", "-flag", "x" * 65, "bell\x07", "a..b"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "..",
+        "../x",
+        "a/b",
+        "a b",
+        "tab\there",
+        "new\nline",
+        "",
+        ".hidden",
+        "-flag",
+        "x" * 65,
+        "bell\x07",
+        "a..b",
+    ],
+)
 def test_unsafe_names_are_refused(name):
     with pytest.raises(SitebenchError, match="invalid site name") as err:
         check_name("site", name)
@@ -45,26 +60,47 @@ def test_valid_references(tmp_path):
     assert references.validate(write(tmp_path, "")) == {}
 
 
-@pytest.mark.parametrize("text, message", [
-    ("StreamCheck: [1, 2", "not valid YAML"),
-    ("- a\n- b\n", "mapping of check names"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.3, -0.3, Gflop/s]}\n",
-     "lower tolerance 0.3 is greater than upper tolerance -0.3"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.1, 0.3, Gflop/s]}\n",
-     "need lower <= 0 <= upper"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [fast, -0.1, 0.3, Gflop/s]}\n",
-     "value must be a finite number"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [.nan, -0.1, 0.3, Gflop/s]}\n",
-     "value must be a finite number"),
-    # YAML 1.1 reads 1.0e6 as a string; plain ReFrame then skips the check with a warning.
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [1.0e6, -0.1, 0.3, Gflop/s]}\n",
-     "value must be a finite number, got '1.0e6'"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: 80}\n", "expected [value, lower, upper, unit]"),
-    ("HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, -0.1, 0.3, 7]}\n", "unit must be a string"),
-    ("HplCheck:\n  $index: scale\n", "$index: expected a list"),
-    ("HplCheck:\n  $index: [a, b]\n  x: {gflops: [80, -0.1, 0.1, G]}\n",
-     "HplCheck.x.gflops: expected a mapping of figure names"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("StreamCheck: [1, 2", "not valid YAML"),
+        ("- a\n- b\n", "mapping of check names"),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.3, -0.3, Gflop/s]}\n",
+            "lower tolerance 0.3 is greater than upper tolerance -0.3",
+        ),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, 0.1, 0.3, Gflop/s]}\n",
+            "need lower <= 0 <= upper",
+        ),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [fast, -0.1, 0.3, Gflop/s]}\n",
+            "value must be a finite number",
+        ),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [.nan, -0.1, 0.3, Gflop/s]}\n",
+            "value must be a finite number",
+        ),
+        # YAML 1.1 reads 1.0e6 as a string; plain ReFrame then skips the check with a warning.
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1.0e6, -0.1, 0.3, Gflop/s]}\n",
+            "value must be a finite number, got '1.0e6'",
+        ),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: 80}\n",
+            "expected [value, lower, upper, unit]",
+        ),
+        (
+            "HplCheck:\n  $index: [scale]\n  quick: {gflops: [80, -0.1, 0.3, 7]}\n",
+            "unit must be a string",
+        ),
+        ("HplCheck:\n  $index: scale\n", "$index: expected a list"),
+        (
+            "HplCheck:\n  $index: [a, b]\n  x: {gflops: [80, -0.1, 0.1, G]}\n",
+            "HplCheck.x.gflops: expected a mapping of figure names",
+        ),
+    ],
+)
 def test_bad_references_name_the_key(tmp_path, text, message):
     with pytest.raises(SitebenchError) as err:
         references.validate(write(tmp_path, text))

@@ -15,9 +15,19 @@ from sitebench.errors import SitebenchError
 
 def reframe(*args):
     exe = os.path.join(os.path.dirname(sys.executable), "reframe")
-    return subprocess.run([exe, "-C", str(ROOT / "site-configs/local/reframe.py"),
-                           "-c", str(ROOT / "reframe-checks"), *args],
-                          capture_output=True, text=True, cwd=ROOT)
+    return subprocess.run(
+        [
+            exe,
+            "-C",
+            str(ROOT / "site-configs/local/reframe.py"),
+            "-c",
+            str(ROOT / "reframe-checks"),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
 
 
 def test_checks_are_listed():
@@ -31,10 +41,19 @@ def test_checks_are_listed():
 
 def test_full_scale_is_listed_when_asked():
     proc = subprocess.run(
-        [os.path.join(os.path.dirname(sys.executable), "reframe"), "-C",
-         str(ROOT / "site-configs/local/reframe.py"), "-c", str(ROOT / "reframe-checks"), "-l"],
-        capture_output=True, text=True, cwd=ROOT,
-        env={**os.environ, "SITEBENCH_SCALES": "quick,full"})
+        [
+            os.path.join(os.path.dirname(sys.executable), "reframe"),
+            "-C",
+            str(ROOT / "site-configs/local/reframe.py"),
+            "-c",
+            str(ROOT / "reframe-checks"),
+            "-l",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "SITEBENCH_SCALES": "quick,full"},
+    )
     assert "- HplCheck %scale=full" in proc.stdout
 
 
@@ -95,7 +114,9 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
     # The summary after the second run shows the first one beside it.
     assert "1 earlier run(s) of local" in second.stdout
     compared = sitebench("compare", f"local/{runs[0].name}", f"local/{runs[1].name}", check=True)
-    assert "HplCheck" in compared.stdout and "Triad" in compared.stdout and "B/A" in compared.stdout
+    assert (
+        "HplCheck" in compared.stdout and "Triad" in compared.stdout and "B/A" in compared.stdout
+    )
 
 
 @pytest.mark.spack
@@ -113,14 +134,19 @@ def test_a_check_whose_binary_is_missing_fails(results_root, spack):
 
 
 STRICT = "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}\n"
-OTHER_ARCH = ("HplCheck:\n  $index: [$processor.arch, scale]\n"
-              "  neoverse_v2: {quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}}\n")
+OTHER_ARCH = (
+    "HplCheck:\n  $index: [$processor.arch, scale]\n"
+    "  neoverse_v2: {quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}}\n"
+)
 
 
 @pytest.mark.spack
 @pytest.mark.slow
-@pytest.mark.parametrize("references, verdict", [(STRICT, "fail"), (OTHER_ARCH, "pass")],
-                         ids=["below-reference-fails", "unknown-arch-logs-only"])
+@pytest.mark.parametrize(
+    "references, verdict",
+    [(STRICT, "fail"), (OTHER_ARCH, "pass")],
+    ids=["below-reference-fails", "unknown-arch-logs-only"],
+)
 def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
     """The same HPL run fails below its reference, and passes unjudged on another arch."""
     site = ROOT / "site-configs" / f"test-references-{os.getpid()}"
@@ -132,16 +158,32 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
         (site / "references.yaml").write_text(references)
         exe = os.path.join(os.path.dirname(sys.executable), "reframe")
         proc = subprocess.run(
-            [exe, "-C", str(site / "reframe.py"), "-c", str(ROOT / "reframe-checks"),
-             "-n", "HplCheck", "-r", "--prefix", str(tmp_path), "--report-file",
-             str(tmp_path / "report.json")],
-            env=spack.environ(), capture_output=True, text=True, cwd=ROOT)
+            [
+                exe,
+                "-C",
+                str(site / "reframe.py"),
+                "-c",
+                str(ROOT / "reframe-checks"),
+                "-n",
+                "HplCheck",
+                "-r",
+                "--prefix",
+                str(tmp_path),
+                "--report-file",
+                str(tmp_path / "report.json"),
+            ],
+            env=spack.environ(),
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
     finally:
         shutil.rmtree(site)
     assert (proc.returncode == 0) == (verdict == "pass"), proc.stdout[-3000:]
     report = json.loads((tmp_path / "report.json").read_text())
-    case = next(c for r in report["runs"] for c in r["testcases"]
-                if c["name"].startswith("HplCheck"))
+    case = next(
+        c for r in report["runs"] for c in r["testcases"] if c["name"].startswith("HplCheck")
+    )
     assert case["result"] == verdict
     value, ref, lower = case["perfvalues"]["local:default:gflops"][:3]
     assert value > 0

@@ -35,14 +35,19 @@ def test_stream_rates_match_the_capture_notes(path):
     assert stream.validates(text)
     assert result.array_elements == 80_000_000 and result.bytes_per_element == 8
     # The README lists each kernel in GB/s with one decimal, e.g. "Copy 40.0, ... Triad 36.8 GB/s".
-    noted = dict(re.findall(r"(Copy|Scale|Add|Triad) ([\d.]+)", readme_rows(path.parent)[path.name]))
+    noted = dict(
+        re.findall(r"(Copy|Scale|Add|Triad) ([\d.]+)", readme_rows(path.parent)[path.name])
+    )
     assert set(noted) == set(stream.KERNELS)
     for kernel, gbs in noted.items():
         assert result.best_rate_mbs[kernel] / 1000 == pytest.approx(float(gbs), abs=0.051)
 
 
 def test_stream_thread_count():
-    assert stream.parse((FIXTURES / "stream/stream-5.10_omp_O3_80M_t2_rep1.txt").read_text()).threads == 2
+    assert (
+        stream.parse((FIXTURES / "stream/stream-5.10_omp_O3_80M_t2_rep1.txt").read_text()).threads
+        == 2
+    )
     serial = stream.parse((FIXTURES / "stream/stream-5.10_serial_O3_80M_rep1.txt").read_text())
     assert serial.threads is None  # no OpenMP, no thread lines
 
@@ -60,8 +65,10 @@ def test_hpl_gflops_and_verdict_match_the_capture_notes(path):
 
 def test_hpl_failed_residual_is_not_passed():
     result = hpl.parse(
-        (FIXTURES / "hpl/hpl-2.3_openblas_O3-native_N2000_residual-FAILED_threshold-1e-12_np2.txt")
-        .read_text()
+        (
+            FIXTURES
+            / "hpl/hpl-2.3_openblas_O3-native_N2000_residual-FAILED_threshold-1e-12_np2.txt"
+        ).read_text()
     )
     assert not result.all_passed
     assert (result.passed, result.failed) == (0, 1)
@@ -69,7 +76,10 @@ def test_hpl_failed_residual_is_not_passed():
 
 
 def test_hpl_spack_style_output_with_progress_lines():
-    path = FIXTURES / "hpl/hpl-2.3_autotools_openblas_O3_progress-report_detailed-timing_N5000_np2.txt"
+    path = (
+        FIXTURES
+        / "hpl/hpl-2.3_autotools_openblas_O3_progress-report_detailed-timing_N5000_np2.txt"
+    )
     result = hpl.parse(path.read_text())
     assert len(result.tests) == 1 and result.all_passed
     assert result.best_gflops == pytest.approx(107.19, rel=1e-3)

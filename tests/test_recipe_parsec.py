@@ -35,8 +35,10 @@ TOP_FILES = {  # git sparse checkout (cone mode) brings the top-level files alon
     "env.sh": "077f2dcc2b5e87b074d370ec5c0e96fc1c62feb9",
     "version": "091511e080c475c792f02fb2a96ccea9aa8f57a6",
 }
-GIT_ARCHIVE = (f"_source-cache/git/connorimes/parsec-3.0.git/{COMMIT}_"
-               "243484b9afb1b7e8a925e4f5634c23c140e21612.tar.gz")
+GIT_ARCHIVE = (
+    f"_source-cache/git/connorimes/parsec-3.0.git/{COMMIT}_"
+    "243484b9afb1b7e8a925e4f5634c23c140e21612.tar.gz"
+)
 # fluidanimate inputs from Multi2Sim/m2s-bench-parsec-3.0 @ afc7d27d: sha256, particles.
 M2S_INPUTS = {
     "in_35K.fluid": ("0a649e52c616ee52ef24038b1d4dae316520f517c122f45fa16755b761ada5a6", 36504),
@@ -75,8 +77,10 @@ def git_tree(node):
         else:
             mode, data = item
             entries.append((name, mode, name, git_hash(b"blob", data)))
-    body = b"".join(mode + b" " + name.encode() + b"\0" + bytes.fromhex(oid)
-                    for _, mode, name, oid in sorted(entries, key=lambda e: e[0].encode()))
+    body = b"".join(
+        mode + b" " + name.encode() + b"\0" + bytes.fromhex(oid)
+        for _, mode, name, oid in sorted(entries, key=lambda e: e[0].encode())
+    )
     return git_hash(b"tree", body)
 
 
@@ -107,8 +111,9 @@ def test_mirror_archive_is_the_pinned_commit():
                 node = node.setdefault(d, {})
             mode = b"100755" if member.mode & 0o100 else b"100644"
             node[name] = (mode, tar.extractfile(member).read())
-    assert {k: git_hash(b"blob", v[1]) for k, v in root.items() if isinstance(v, tuple)} \
-        == TOP_FILES
+    assert {
+        k: git_hash(b"blob", v[1]) for k, v in root.items() if isinstance(v, tuple)
+    } == TOP_FILES
     assert set(root) == set(TOP_FILES) | {"pkgs"}
     assert set(root["pkgs"]) == {"apps", "libs"}
     assert set(root["pkgs"]["apps"]) == {"blackscholes", "fluidanimate"}
@@ -139,7 +144,8 @@ def test_spack_looks_for_the_sources_where_the_mirror_has_them(tmp_path, spack):
     scope = tmp_path / "scope"
     scope.mkdir()
     (scope / "repos.yaml").write_text(
-        f"repos:\n  sitebench: {ROOT / 'spack-repo/spack_repo/sitebench'}\n")
+        f"repos:\n  sitebench: {ROOT / 'spack-repo/spack_repo/sitebench'}\n"
+    )
     script = tmp_path / "paths.py"
     script.write_text(
         "import json\n"
@@ -151,13 +157,16 @@ def test_spack_looks_for_the_sources_where_the_mirror_has_them(tmp_path, spack):
         "for rs in cls.resources.values():\n"
         "    for r in rs:\n"
         "        paths[r.name] = layout.default_mirror_layout(r.fetcher, 'x').path\n"
-        "print(json.dumps(paths))\n")
+        "print(json.dumps(paths))\n"
+    )
     proc = spack.run("-C", scope, "python", script, capture=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     paths = json.loads(proc.stdout.strip().splitlines()[-1])
     assert Path(paths.pop("source")) == Path(GIT_ARCHIVE)
-    expected = {f"fluidanimate-{s}": Path("_source-cache/archive", d[:2], d)
-                for s, (d, _) in zip(("simsmall", "simmedium"), M2S_INPUTS.values())}
+    expected = {
+        f"fluidanimate-{s}": Path("_source-cache/archive", d[:2], d)
+        for s, (d, _) in zip(("simsmall", "simmedium"), M2S_INPUTS.values())
+    }
     assert {k: Path(v) for k, v in paths.items()} == expected
     for path in expected.values():
         assert (mirror_dir() / path).is_file()
@@ -172,17 +181,20 @@ def test_unavailable_inputs_are_refused_with_a_reason(tmp_path, spack):
         "spack:\n"
         f"  include: [{local_site.spack_dir()}]\n"
         f"  repos:\n    sitebench: {ROOT / 'spack-repo/spack_repo/sitebench'}\n"
-        "  specs: []\n  view: false\n")
-    proc = spack.run("-e", env_dir, "spec", "parsec-benchmark inputs=test,simlarge",
-                     capture=True, check=False)
+        "  specs: []\n  view: false\n"
+    )
+    proc = spack.run(
+        "-e", env_dir, "spec", "parsec-benchmark inputs=test,simlarge", capture=True, check=False
+    )
     assert proc.returncode != 0
     assert "simlarge (in_300K.fluid" in proc.stdout + proc.stderr
     assert "available input sets: test, simdev, simsmall, simmedium" in proc.stdout + proc.stderr
 
 
 def run(cmd, cwd):
-    proc = subprocess.run([str(c) for c in cmd], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [str(c) for c in cmd], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
     return proc
 
 
@@ -202,17 +214,28 @@ class _FreshSourceCache:
 @pytest.mark.spack
 @pytest.mark.slow
 def test_build_from_the_mirror_and_run_small_cases(tmp_path, spack):
-    tree = build_in_temp_env(_FreshSourceCache(spack, tmp_path / "cache"), tmp_path,
-                             ["parsec-benchmark"])
+    tree = build_in_temp_env(
+        _FreshSourceCache(spack, tmp_path / "cache"), tmp_path, ["parsec-benchmark"]
+    )
     prefix = next(tree.rglob("bin/blackscholes")).parent.parent
     bin_ = prefix / "bin"
-    assert {p.name for p in bin_.iterdir()} == {"blackscholes", "inputgen", "fluidanimate",
-                                                "fluidcmp"}
-    log = subprocess.run(["gzip", "-dc", str(prefix / ".spack/spack-build-out.txt.gz")],
-                         capture_output=True, text=True).stdout
-    for flags in ("-O3 -g -funroll-loops -fprefetch-loop-arrays -fpermissive -fno-exceptions",
-                  "-DPARSEC_VERSION=3.0-beta-20150206 -DENABLE_PARSEC_HOOKS",
-                  "-pthread -DENABLE_THREADS -DNCO=4", "-lhooks -o fluidanimate"):
+    assert {p.name for p in bin_.iterdir()} == {
+        "blackscholes",
+        "inputgen",
+        "fluidanimate",
+        "fluidcmp",
+    }
+    log = subprocess.run(
+        ["gzip", "-dc", str(prefix / ".spack/spack-build-out.txt.gz")],
+        capture_output=True,
+        text=True,
+    ).stdout
+    for flags in (
+        "-O3 -g -funroll-loops -fprefetch-loop-arrays -fpermissive -fno-exceptions",
+        "-DPARSEC_VERSION=3.0-beta-20150206 -DENABLE_PARSEC_HOOKS",
+        "-pthread -DENABLE_THREADS -DNCO=4",
+        "-lhooks -o fluidanimate",
+    ):
         assert flags in log, flags
 
     inputs = prefix / "share/parsec-benchmark/inputs/fluidanimate"

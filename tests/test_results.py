@@ -1,8 +1,6 @@
 """The results store: atomic, never overwritten, corrupt runs reported and kept."""
 
 import json
-import os
-import shutil
 
 import pytest
 

@@ -11,14 +11,17 @@ from sitebench.rfm.scales import THREAD_LABELS, resolve_threads
 from sitebench.topology import last_level_cache_bytes
 
 
-@pytest.mark.parametrize("cores, expected", [
-    (1, [1]),
-    (2, [1, 2]),
-    (4, [1, 2, 4]),
-    (6, [1, 2, 4, 3, 6]),
-    (64, [1, 2, 4, 8, 16, 32, 64]),
-    (128, [1, 2, 4, 8, 16, 32, 64, 128]),
-])
+@pytest.mark.parametrize(
+    "cores, expected",
+    [
+        (1, [1]),
+        (2, [1, 2]),
+        (4, [1, 2, 4]),
+        (6, [1, 2, 4, 3, 6]),
+        (64, [1, 2, 4, 8, 16, 32, 64]),
+        (128, [1, 2, 4, 8, 16, 32, 64, 128]),
+    ],
+)
 def test_every_thread_count_runs_once_and_all_cores_always(cores, expected):
     counts = [resolve_threads(label, cores) for label in THREAD_LABELS]
     ran = [c for c in counts if c is not None]
@@ -30,17 +33,21 @@ def test_every_thread_count_runs_once_and_all_cores_always(cores, expected):
 # (L3 32 MiB shared by both cores, L2 1 MiB per core).
 TOPOLOGY_2CORE = {
     "arch": "x86_64_v4",
-    "topology": {"caches": [
-        {"type": "L2", "size": 1048576, "cpusets": ["0x1", "0x2"]},
-        {"type": "L1", "size": 32768, "cpusets": ["0x1", "0x2"]},
-        {"type": "L3", "size": 33554432, "cpusets": ["0x3"]},
-    ]},
+    "topology": {
+        "caches": [
+            {"type": "L2", "size": 1048576, "cpusets": ["0x1", "0x2"]},
+            {"type": "L1", "size": 32768, "cpusets": ["0x1", "0x2"]},
+            {"type": "L3", "size": 33554432, "cpusets": ["0x3"]},
+        ]
+    },
 }
 
 
 def test_last_level_cache_sums_instances():
     assert last_level_cache_bytes(TOPOLOGY_2CORE) == 32 * 2**20
-    two_sockets = {"topology": {"caches": [{"type": "L3", "size": 2**25, "cpusets": ["0xf", "0xf0"]}]}}
+    two_sockets = {
+        "topology": {"caches": [{"type": "L3", "size": 2**25, "cpusets": ["0xf", "0xf0"]}]}
+    }
     assert last_level_cache_bytes(two_sockets) == 2**26
     assert last_level_cache_bytes({}) is None
 
@@ -58,8 +65,18 @@ def test_detected_topology_if_any_has_a_cache():
     assert last_level_cache_bytes(json.loads(path.read_text())) > 0
 
 
-@pytest.mark.parametrize("ranks, grid", [(1, (1, 1)), (2, (1, 2)), (4, (2, 2)), (6, (2, 3)),
-                                         (7, (1, 7)), (12, (3, 4)), (128, (8, 16))])
+@pytest.mark.parametrize(
+    "ranks, grid",
+    [
+        (1, (1, 1)),
+        (2, (1, 2)),
+        (4, (2, 2)),
+        (6, (2, 3)),
+        (7, (1, 7)),
+        (12, (3, 4)),
+        (128, (8, 16)),
+    ],
+)
 def test_process_grid(ranks, grid):
     assert process_grid(ranks) == grid
 

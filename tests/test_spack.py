@@ -39,8 +39,9 @@ def without_spack_path():
 
 def test_wrong_spack_version_is_refused(tmp_path):
     bindir = fake_spack(tmp_path, "0.23.1")
-    proc = sitebench("spack", "--version", env={"PATH": f"{bindir}:{os.environ['PATH']}",
-                                                "SPACK_ROOT": ""})
+    proc = sitebench(
+        "spack", "--version", env={"PATH": f"{bindir}:{os.environ['PATH']}", "SPACK_ROOT": ""}
+    )
     assert proc.returncode == 2
     assert "pinned to Spack 1.1.0" in proc.stderr and "Spack 0.23.1" in proc.stderr
     assert "fix:" in proc.stderr
@@ -53,25 +54,47 @@ def test_spack_root_without_spack(tmp_path):
 
 def test_missing_mirror_is_refused(tmp_path):
     bindir = fake_spack(tmp_path, "1.1.0")
-    proc = sitebench("spack", "--version", env={
-        "PATH": f"{bindir}:{os.environ['PATH']}", "SPACK_ROOT": "",
-        "SITEBENCH_MIRROR": str(tmp_path / "no-mirror")})
-    assert proc.returncode == 2 and "SITEBENCH_MIRROR" in proc.stderr and "does not exist" in proc.stderr
+    proc = sitebench(
+        "spack",
+        "--version",
+        env={
+            "PATH": f"{bindir}:{os.environ['PATH']}",
+            "SPACK_ROOT": "",
+            "SITEBENCH_MIRROR": str(tmp_path / "no-mirror"),
+        },
+    )
+    assert (
+        proc.returncode == 2
+        and "SITEBENCH_MIRROR" in proc.stderr
+        and "does not exist" in proc.stderr
+    )
 
 
 def test_bad_packages_checkout_is_refused(tmp_path):
     bindir = fake_spack(tmp_path, "1.1.0")
-    proc = sitebench("spack", "--version", env={
-        "PATH": f"{bindir}:{os.environ['PATH']}", "SPACK_ROOT": "",
-        "SITEBENCH_SPACK_PACKAGES": str(tmp_path)})
+    proc = sitebench(
+        "spack",
+        "--version",
+        env={
+            "PATH": f"{bindir}:{os.environ['PATH']}",
+            "SPACK_ROOT": "",
+            "SITEBENCH_SPACK_PACKAGES": str(tmp_path),
+        },
+    )
     assert proc.returncode == 2 and "not a spack-packages checkout" in proc.stderr
 
 
 def test_clone_failure_names_the_override(tmp_path):
-    proc = sitebench("spack", "--version", env={
-        "PATH": without_spack_path(), "SPACK_ROOT": "",
-        "SITEBENCH_STATE_DIR": str(tmp_path / "state"),
-        "SITEBENCH_SPACK_GIT": str(tmp_path / "no-such-repo")})
+    proc = sitebench(
+        "spack",
+        "--version",
+        env={
+            "PATH": without_spack_path(),
+            "SPACK_ROOT": "",
+            "SITEBENCH_STATE_DIR": str(tmp_path / "state"),
+            "SITEBENCH_SPACK_GIT": str(tmp_path / "no-such-repo"),
+        },
+    )
     assert proc.returncode == 2
     assert "could not clone Spack v1.1.0" in proc.stderr and "SITEBENCH_SPACK_GIT" in proc.stderr
     assert not (tmp_path / "state/spack").exists()  # no half clone left as if good
@@ -83,13 +106,20 @@ def test_cloned_at_the_pinned_release(tmp_path, spack):
     if not source:
         pytest.skip("SITEBENCH_SPACK_GIT not set: cloning from GitHub is not tested offline")
     state = tmp_path / "state"
-    proc = sitebench("spack", "--version", env={
-        "PATH": without_spack_path(), "SPACK_ROOT": "", "SITEBENCH_STATE_DIR": str(state)})
+    proc = sitebench(
+        "spack",
+        "--version",
+        env={"PATH": without_spack_path(), "SPACK_ROOT": "", "SITEBENCH_STATE_DIR": str(state)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("1.1.0")
+
     def commit(repo, ref):
-        return subprocess.run(["git", "-C", str(repo), "rev-parse", f"{ref}^{{commit}}"],
-                              capture_output=True, text=True).stdout.strip()
+        return subprocess.run(
+            ["git", "-C", str(repo), "rev-parse", f"{ref}^{{commit}}"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
 
     assert commit(state / "spack", "HEAD") == commit(source, "v1.1.0") != ""
 
@@ -100,27 +130,38 @@ def test_isolated_from_the_users_spack_config(tmp_path, spack):
     (home / ".spack").mkdir(parents=True)
     (home / ".spack/config.yaml").write_text("config:\n  build_jobs: 4321\n")
     env = spack.environ({**os.environ, "HOME": str(home)})
-    out = subprocess.run([spack.executable, "config", "blame", "config"], env=env,
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [spack.executable, "config", "blame", "config"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert "4321" not in out and str(home) not in out
     assert str(spack.config_dir) in out  # our scope is the one in use
     # A plain spack (no isolation) does see it: the test can tell the difference.
     plain_env = {k: v for k, v in env.items() if k != "SPACK_USER_CONFIG_PATH"}
-    plain = subprocess.run([spack.executable, "-C", str(spack.config_dir), "config", "get",
-                            "config"], env=plain_env, capture_output=True, text=True)
+    plain = subprocess.run(
+        [spack.executable, "-C", str(spack.config_dir), "config", "get", "config"],
+        env=plain_env,
+        capture_output=True,
+        text=True,
+    )
     assert "build_jobs: 4321" in plain.stdout
 
 
 @pytest.mark.spack
 def test_recipes_pass_spack_audit_and_style(spack):
     env_dir = ROOT / "environments/local"
-    audit = spack.run("-e", env_dir, "audit", "packages", "stream", "hpl", capture=True,
-                      check=False)
+    audit = spack.run(
+        "-e", env_dir, "audit", "packages", "stream", "hpl", capture=True, check=False
+    )
     assert audit.returncode == 0, audit.stdout + audit.stderr
     assert "PKG-DIRECTIVES: passed" in audit.stdout
     # mypy is skipped: `spack style` runs it over Spack's own core, not over these files.
-    style = spack.run("style", "--root", spack.resolve_root(), "-s", "mypy", *RECIPES,
-                      capture=True, check=False)
+    style = spack.run(
+        "style", "--root", spack.resolve_root(), "-s", "mypy", *RECIPES, capture=True, check=False
+    )
     assert style.returncode == 0, style.stdout + style.stderr
     assert "spack style checks were clean" in style.stdout + style.stderr
 
@@ -151,11 +192,19 @@ def test_local_environment_concretizes_once(spack):
 def test_real_build_from_the_mirror(tmp_path, spack):
     """Build both benchmarks into a fresh install tree: sources from the mirror, checksummed."""
     local_site.detect(spack)
-    env_dir = environment.ensure_concretized(spack, "local", spack.version(),
-                                             spack_mod.builtin_repo())
+    env_dir = environment.ensure_concretized(
+        spack, "local", spack.version(), spack_mod.builtin_repo()
+    )
     tree = tmp_path / "store"
-    proc = spack.run("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install",
-                     capture=True, check=False)
+    proc = spack.run(
+        "-c",
+        f"config:install_tree:root:{tree}",
+        "-e",
+        env_dir,
+        "install",
+        capture=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     xhpl = next(tree.rglob("bin/xhpl"))
     stream_exe = next(tree.rglob("bin/stream_c.exe"))
@@ -181,11 +230,18 @@ def test_checksum_is_enforced(tmp_path, spack):
     tarball.unlink()
     tarball.write_bytes(b"not the STREAM sources")
     proc = spack.run(
-        "-c", f"config:install_tree:root:{tmp_path / 'store'}",
-        "-c", f"config:source_cache:{tmp_path / 'cache'}",
-        "-C", only_mirror_scope(tmp_path, bad),
-        "-e", ROOT / "environments/local", "install", "stream",
-        capture=True, check=False,
+        "-c",
+        f"config:install_tree:root:{tmp_path / 'store'}",
+        "-c",
+        f"config:source_cache:{tmp_path / 'cache'}",
+        "-C",
+        only_mirror_scope(tmp_path, bad),
+        "-e",
+        ROOT / "environments/local",
+        "install",
+        "stream",
+        capture=True,
+        check=False,
     )
     assert proc.returncode != 0
     assert "sha256 checksum failed" in proc.stdout + proc.stderr
@@ -207,21 +263,73 @@ def test_mirror_of_a_site_serves_an_offline_install(tmp_path, spack):
             saved.unlink(missing_ok=True)
         else:
             saved.write_text(before)
-    archives = {p.name.split(".")[0] for p in (tmp_path / "mirror/_source-cache/archive").rglob("*")
-                if p.is_file()}
+    archives = {
+        p.name.split(".")[0]
+        for p in (tmp_path / "mirror/_source-cache/archive").rglob("*")
+        if p.is_file()
+    }
     lock = json.loads((ROOT / "environments/local/spack.lock").read_text())
     wanted = {s["name"] for s in lock["concrete_specs"].values() if not s.get("external")}
     assert {"stream", "hpl", "compiler-wrapper"} <= wanted
     for path in (tmp_path / "mirror/_source-cache/archive").rglob("*.tar.gz"):
-        assert subprocess.run(["sha256sum", str(path)], capture_output=True,
-                              text=True).stdout.split()[0] == path.name.split(".")[0]
+        assert (
+            subprocess.run(
+                ["sha256sum", str(path)], capture_output=True, text=True
+            ).stdout.split()[0]
+            == path.name.split(".")[0]
+        )
     assert len(archives) >= 3  # stream, hpl, compiler-wrapper
     # Only this mirror, an empty source cache and a new install tree: STREAM still installs.
     proc = spack.run(
-        "-c", f"config:install_tree:root:{tmp_path / 'store'}",
-        "-c", f"config:source_cache:{tmp_path / 'cache'}",
-        "-C", only_mirror_scope(tmp_path, tmp_path / "mirror"),
-        "-e", ROOT / "environments/local", "install", "stream",
-        capture=True, check=False,
+        "-c",
+        f"config:install_tree:root:{tmp_path / 'store'}",
+        "-c",
+        f"config:source_cache:{tmp_path / 'cache'}",
+        "-C",
+        only_mirror_scope(tmp_path, tmp_path / "mirror"),
+        "-e",
+        ROOT / "environments/local",
+        "install",
+        "stream",
+        capture=True,
+        check=False,
     )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.mark.spack
+def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
+    """`sitebench-suite` pulls the whole suite against the local site's externals."""
+    from sitebench import local_site
+
+    local_site.detect(spack)
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    (env_dir / "spack.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "spack": {
+                    "include": [str(local_site.spack_dir())],
+                    "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
+                    "specs": ["sitebench-suite"],
+                    "view": False,
+                }
+            }
+        )
+    )
+    spack.run("-e", env_dir, "concretize", "--fresh", capture=True)
+    lock = json.loads((env_dir / "spack.lock").read_text())
+    specs = {s["name"]: s for s in lock["concrete_specs"].values()}
+    for name in (
+        "stream",
+        "hpl",
+        "npb",
+        "parsec-benchmark",
+        "sysbench",
+        "mariadb",
+        "osu-micro-benchmarks",
+    ):
+        assert name in specs, f"{name} missing from sitebench-suite"
+    assert specs["mariadb"].get("external") and specs["openmpi"].get("external")
+    assert specs["stream"]["namespace"] == specs["hpl"]["namespace"] == "sitebench"
+    assert specs["npb"]["parameters"]["classes"] == ["A", "B", "C", "S", "W"]

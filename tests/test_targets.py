@@ -20,19 +20,28 @@ def flags(spack, tmp_path_factory):
 
     local_site.detect(spack)
     env_dir = tmp_path_factory.mktemp("targets")
-    specs = [f"hpl target={t}" for t in X86_TARGETS] + ["hpl level=2 target=zen3",
-                                                         "hpl level=3 target=zen3"]
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump({"spack": {
-        "include": [str(local_site.spack_dir())],
-        "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
-        "specs": specs,
-        "view": False,
-        # Targets newer than the host are fine: nothing is built here.
-        "concretizer": {"unify": False, "targets": {"host_compatible": False}},
-    }}))
+    specs = [f"hpl target={t}" for t in X86_TARGETS] + [
+        "hpl level=2 target=zen3",
+        "hpl level=3 target=zen3",
+    ]
+    (env_dir / "spack.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "spack": {
+                    "include": [str(local_site.spack_dir())],
+                    "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
+                    "specs": specs,
+                    "view": False,
+                    # Targets newer than the host are fine: nothing is built here.
+                    "concretizer": {"unify": False, "targets": {"host_compatible": False}},
+                }
+            }
+        )
+    )
     spack.run("-e", env_dir, "concretize", "--fresh", capture=True)
-    proc = spack.run("-e", env_dir, "python", ROOT / "tests/spack_scripts/hpl_flags.py",
-                     capture=True)
+    proc = spack.run(
+        "-e", env_dir, "python", ROOT / "tests/spack_scripts/hpl_flags.py", capture=True
+    )
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -41,14 +50,23 @@ def concrete(flags, target, level="tuned"):
 
 
 @pytest.mark.spack
-@pytest.mark.parametrize("target, march, simd", [
-    ("x86_64_v3", "-march=x86-64-v3", ["-mavx2", "-mfma"]),
-    ("zen3", "-march=znver3", ["-mavx2", "-mfma"]),
-    ("skylake_avx512", "-march=skylake-avx512", ["-mavx512f", "-mavx512dq", "-mavx512vl",
-                                                 "-mprefer-vector-width=512"]),
-    ("icelake", "-march=icelake-client", ["-mavx512f", "-mavx512dq", "-mavx512vl",
-                                          "-mprefer-vector-width=512"]),
-])
+@pytest.mark.parametrize(
+    "target, march, simd",
+    [
+        ("x86_64_v3", "-march=x86-64-v3", ["-mavx2", "-mfma"]),
+        ("zen3", "-march=znver3", ["-mavx2", "-mfma"]),
+        (
+            "skylake_avx512",
+            "-march=skylake-avx512",
+            ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mprefer-vector-width=512"],
+        ),
+        (
+            "icelake",
+            "-march=icelake-client",
+            ["-mavx512f", "-mavx512dq", "-mavx512vl", "-mprefer-vector-width=512"],
+        ),
+    ],
+)
 def test_x86_targets(flags, target, march, simd):
     spec = concrete(flags, target)
     assert spec["wrapper"].split()[0] == march
@@ -58,17 +76,25 @@ def test_x86_targets(flags, target, march, simd):
 
 @pytest.mark.spack
 def test_study_levels_on_zen3(flags):
-    assert concrete(flags, "zen3", "2")["hpl"] == ["-O0", "-mno-avx512f", "-mno-avx2", "-mno-fma",
-                                                   "-mno-avx"]
+    assert concrete(flags, "zen3", "2")["hpl"] == [
+        "-O0",
+        "-mno-avx512f",
+        "-mno-avx2",
+        "-mno-fma",
+        "-mno-avx",
+    ]
     assert concrete(flags, "zen3", "3")["hpl"] == ["-O3", "-mavx2", "-mfma"]
 
 
 @pytest.mark.spack
-@pytest.mark.parametrize("target, mcpu, sve", [
-    ("neoverse_n1", "-mcpu=neoverse-n1", False),
-    ("neoverse_v1", "-mcpu=neoverse-v1", True),
-    ("a64fx", "-mcpu=a64fx", True),
-])
+@pytest.mark.parametrize(
+    "target, mcpu, sve",
+    [
+        ("neoverse_n1", "-mcpu=neoverse-n1", False),
+        ("neoverse_v1", "-mcpu=neoverse-v1", True),
+        ("a64fx", "-mcpu=a64fx", True),
+    ],
+)
 def test_aarch64_flag_logic(flags, target, mcpu, sve):
     got = flags["aarch64"][target]
     assert got["wrapper"].split()[0] == mcpu

@@ -13,7 +13,10 @@ def cmd_run(args):
     from sitebench import runner, summary
 
     run_dir, code = runner.run(args.site, args.scale, args.reframe_args)
-    print(f"\n==> stored {run_dir.relative_to(paths.ROOT) if run_dir.is_relative_to(paths.ROOT) else run_dir}")
+    print(
+        "\n==> stored "
+        + str(run_dir.relative_to(paths.ROOT) if run_dir.is_relative_to(paths.ROOT) else run_dir)
+    )
     print(summary.summarize(run_dir))
     return 0 if code == 0 else 1
 
@@ -24,8 +27,10 @@ def cmd_detect(args):
 
     spack = spack_mod.setup()
     topology = local_site.detect(spack, redetect=args.redetect)
-    print(f"site 'local': {topology.get('arch')} {topology.get('model', '')}, "
-          f"{topology.get('num_cpus')} CPUs; Spack config in {local_site.spack_dir()}")
+    print(
+        f"site 'local': {topology.get('arch')} {topology.get('model', '')}, "
+        f"{topology.get('num_cpus')} CPUs; Spack config in {local_site.spack_dir()}"
+    )
     return 0
 
 
@@ -41,8 +46,19 @@ def cmd_mirror(args):
     from sitebench import mirror
 
     url = mirror.create(args.site, args.directory)
-    print(f"mirror of environments/{args.site} in {url}; "
-          f"site-configs/{args.site}/spack/mirrors.yaml points at it")
+    print(
+        f"mirror of environments/{args.site} in {url}; "
+        f"site-configs/{args.site}/spack/mirrors.yaml points at it"
+    )
+    return 0
+
+
+def cmd_perf(args):
+    from sitebench import perf
+
+    result = perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds)
+    print(perf.render(result))
+    print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
     return 0
 
 
@@ -58,8 +74,13 @@ def cmd_env(_args):
 
     spack = spack_mod.setup()
     env = spack.environ()
-    for name in ("PATH", "SPACK_USER_CONFIG_PATH", "SPACK_SYSTEM_CONFIG_PATH",
-                 "SPACK_USER_CACHE_PATH", "SPACK_PYTHON"):
+    for name in (
+        "PATH",
+        "SPACK_USER_CONFIG_PATH",
+        "SPACK_SYSTEM_CONFIG_PATH",
+        "SPACK_USER_CACHE_PATH",
+        "SPACK_PYTHON",
+    ):
         print(f"export {name}={shlex.quote(env[name])}")
     return 0
 
@@ -73,15 +94,18 @@ def parser():
     p = argparse.ArgumentParser(
         prog="sitebench",
         description="Build the benchmarks with Spack, run them with ReFrame against the "
-                    "site's references, store every run, compare sites.",
+        "site's references, store every run, compare sites.",
     )
     sub = p.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="build, run and store the suite on a site")
     run.add_argument("--site", default="local", help="site under site-configs/ (default: local)")
     run.add_argument("--scale", default="quick", help="quick (default) or full")
-    run.add_argument("reframe_args", nargs=argparse.REMAINDER,
-                     help="after --: extra ReFrame options, e.g. -- -n StreamCheck")
+    run.add_argument(
+        "reframe_args",
+        nargs=argparse.REMAINDER,
+        help="after --: extra ReFrame options, e.g. -- -n StreamCheck",
+    )
     run.set_defaults(func=cmd_run)
 
     det = sub.add_parser("detect", help="detect this machine as the 'local' site")
@@ -98,6 +122,13 @@ def parser():
     mir.add_argument("directory", help="where to put the mirror (carry it to the site)")
     mir.add_argument("--site", default="local", help="site under site-configs/ (default: local)")
     mir.set_defaults(func=cmd_mirror)
+
+    prf = sub.add_parser("perf", help="performance benchmark: ratios measured side by side")
+    prf.add_argument("benchmark", choices=("hpl",))
+    prf.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
+    prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
+    prf.add_argument("--rounds", type=int, default=3, help="repetitions (default 3)")
+    prf.set_defaults(func=cmd_perf)
 
     sp = sub.add_parser("spack", help="run Spack with sitebench's isolated configuration")
     sp.add_argument("spack_args", nargs=argparse.REMAINDER)
@@ -136,5 +167,3 @@ def main(argv=None):
     except KeyboardInterrupt:
         print("sitebench: interrupted", file=sys.stderr)
         return 130
-
-

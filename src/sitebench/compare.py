@@ -48,7 +48,9 @@ class Side:
             try:
                 self.runs = [load_run(matches[0])]
             except BadRun as err:
-                raise SitebenchError(str(err), "pick another run; this one is unreadable") from None
+                raise SitebenchError(
+                    str(err), "pick another run; this one is unreadable"
+                ) from None
         else:
             if not run_dirs(self.site, root):
                 raise SitebenchError(
@@ -58,8 +60,8 @@ class Side:
             self.runs = self.site_runs
         self.frame = figures.frame(self.runs)
         # Values that measure the run-to-run noise of this side.
-        self.noise_frame = self.frame if len(self.runs) >= MIN_RUNS_FOR_NOISE else figures.frame(
-            self.site_runs
+        self.noise_frame = (
+            self.frame if len(self.runs) >= MIN_RUNS_FOR_NOISE else figures.frame(self.site_runs)
         )
 
 
@@ -89,10 +91,13 @@ def compare(a, b):
     left, right = _stats(a.frame), _stats(b.frame)
     table = left.add_suffix("_a").join(right.add_suffix("_b"), how="inner")
     if table.empty:
-        return pd.DataFrame(columns=KEYS + ["unit", "n_a", "median_a", "n_b", "median_b",
-                                            "ratio", "noise", "beyond_noise"])
-    noise = pd.concat([_noise(a.noise_frame).rename("sa"), _noise(b.noise_frame).rename("sb")],
-                      axis=1)
+        return pd.DataFrame(
+            columns=KEYS
+            + ["unit", "n_a", "median_a", "n_b", "median_b", "ratio", "noise", "beyond_noise"]
+        )
+    noise = pd.concat(
+        [_noise(a.noise_frame).rename("sa"), _noise(b.noise_frame).rename("sb")], axis=1
+    )
     table = table.join(noise, how="left")
     table["noise"] = table[["sa", "sb"]].max(axis=1, skipna=True)
     table["ratio"] = table["median_b"] / table["median_a"]
@@ -104,8 +109,9 @@ def compare(a, b):
 
     table["beyond_noise"] = table.apply(verdict, axis=1)
     table = table.reset_index().rename(columns={"unit_a": "unit"})
-    return table[KEYS + ["unit", "n_a", "median_a", "n_b", "median_b", "ratio", "noise",
-                         "beyond_noise"]]
+    return table[
+        KEYS + ["unit", "n_a", "median_a", "n_b", "median_b", "ratio", "noise", "beyond_noise"]
+    ]
 
 
 def num(value):
@@ -119,21 +125,31 @@ def render(table, a_label, b_label, fmt="table"):
     if fmt == "csv":
         return table.to_csv(index=False)
     if fmt == "json":
-        return json.dumps({"a": a_label, "b": b_label, "rows": json.loads(
-            table.to_json(orient="records"))}, indent=2)
+        return json.dumps(
+            {"a": a_label, "b": b_label, "rows": json.loads(table.to_json(orient="records"))},
+            indent=2,
+        )
     if table.empty:
         return f"no figure is present in both {a_label} and {b_label}"
-    shown = pd.DataFrame({
-        "check": table["check"],
-        "params": table["params"],
-        "figure": table["figure"],
-        f"A: {a_label}": [f"{num(m)} {u} (n={n})" for m, u, n in
-                          zip(table["median_a"], table["unit"], table["n_a"])],
-        f"B: {b_label}": [f"{num(m)} (n={n})" for m, n in zip(table["median_b"], table["n_b"])],
-        "B/A": [f"{r:.3f}" for r in table["ratio"]],
-        "noise": ["-" if pd.isna(s) else f"{100 * s:.1f}%" for s in table["noise"]],
-        "beyond noise": table["beyond_noise"],
-    })
-    note = (f"\nmedians over runs; noise = 1.4826 x MAD / median of run-to-run values; "
-            f"beyond noise when |B/A - 1| > {NOISE_SIGMAS:g} x noise")
+    shown = pd.DataFrame(
+        {
+            "check": table["check"],
+            "params": table["params"],
+            "figure": table["figure"],
+            f"A: {a_label}": [
+                f"{num(m)} {u} (n={n})"
+                for m, u, n in zip(table["median_a"], table["unit"], table["n_a"])
+            ],
+            f"B: {b_label}": [
+                f"{num(m)} (n={n})" for m, n in zip(table["median_b"], table["n_b"])
+            ],
+            "B/A": [f"{r:.3f}" for r in table["ratio"]],
+            "noise": ["-" if pd.isna(s) else f"{100 * s:.1f}%" for s in table["noise"]],
+            "beyond noise": table["beyond_noise"],
+        }
+    )
+    note = (
+        f"\nmedians over runs; noise = 1.4826 x MAD / median of run-to-run values; "
+        f"beyond noise when |B/A - 1| > {NOISE_SIGMAS:g} x noise"
+    )
     return shown.to_string(index=False) + note

@@ -44,7 +44,10 @@ def ensure_concretized(spack, site, spack_version, builtin_repo):
     if lock.is_file() and stamp.is_file():
         try:
             if json.loads(stamp.read_text()).get("inputs") == wanted:
-                print(f"==> reusing {lock.relative_to(paths.ROOT)} (inputs unchanged)", file=sys.stderr)
+                print(
+                    f"==> reusing {lock.relative_to(paths.ROOT)} (inputs unchanged)",
+                    file=sys.stderr,
+                )
                 return env_dir
         except json.JSONDecodeError:
             pass  # a damaged stamp only costs one concretization

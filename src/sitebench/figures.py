@@ -10,8 +10,18 @@ without parsing test names further.
 import pandas as pd
 
 COLUMNS = [
-    "site", "run", "started", "check", "params", "figure", "value", "unit",
-    "reference", "lower", "upper", "result",
+    "site",
+    "run",
+    "started",
+    "check",
+    "params",
+    "figure",
+    "value",
+    "unit",
+    "reference",
+    "lower",
+    "upper",
+    "result",
 ]
 
 

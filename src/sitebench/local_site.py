@@ -13,6 +13,7 @@ It runs once; ``sitebench detect --redetect`` (or deleting the files) redoes it.
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -31,7 +32,7 @@ SITE = "local"
 #: non-buildable external, so the suite builds without compiling a toolchain.
 DETECTED_PACKAGES = (
     "openmpi mpich "
-    "autoconf automake libtool m4 pkgconf gmake perl diffutils findutils tar xz bzip2 "
+    "autoconf automake libtool m4 pkgconf gmake cmake perl diffutils findutils tar xz bzip2 "
     "gzip sed grep gawk file gettext libiconv zlib ncurses libxml2 zstd"
 ).split()
 
@@ -113,8 +114,34 @@ def _autoconf_archive_external():
             raw = proc.stdout.strip().split("-")[0]
             if proc.returncode == 0 and len(raw) == 8 and raw.isdigit():
                 version = f"{raw[:4]}.{raw[4:6]}.{raw[6:]}"
-                return {"externals": [{"spec": f"autoconf-archive@{version}", "prefix": prefix}],
-                        "buildable": False}
+                return {
+                    "externals": [{"spec": f"autoconf-archive@{version}", "prefix": prefix}],
+                    "buildable": False,
+                }
+    return None
+
+
+def _mariadb_external():
+    """Distribution MariaDB (Spack's mariadb recipe has no detection), for ``sysbench ^mariadb``.
+
+    The version comes from the server (``mariadbd --version``: "Ver 10.11.19-MariaDB-0+deb12u1")
+    or the client (``mariadb --version``: "Distrib 10.11.19-MariaDB"); the prefix is the one
+    above the program's bin/ or sbin/. Building sysbench against it also needs the client
+    headers and ``mysql_config`` (Debian: libmariadb-dev libmariadb-dev-compat).
+    """
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    for program in ("mariadbd", "mariadb"):
+        exe = shutil.which(program, path=search)
+        if not exe:
+            continue
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
+        match = re.search(r"\b(\d+\.\d+\.\d+)-MariaDB", proc.stdout)
+        if proc.returncode == 0 and match:
+            prefix = os.path.dirname(os.path.dirname(os.path.realpath(exe)))
+            return {
+                "externals": [{"spec": f"mariadb@{match.group(1)}", "prefix": prefix}],
+                "buildable": False,
+            }
     return None
 
 
@@ -147,7 +174,11 @@ def detect_spack_packages(spack):
             if search:
                 run("external", "find", "--scope", "user", "--not-buildable", *search, package)
         found = Path(scratch, "packages.yaml")
-        packages = (yaml.safe_load(found.read_text()) or {}).get("packages", {}) if found.is_file() else {}
+        packages = (
+            (yaml.safe_load(found.read_text()) or {}).get("packages", {})
+            if found.is_file()
+            else {}
+        )
 
     compilers = [
         name
@@ -167,14 +198,29 @@ def detect_spack_packages(spack):
         found = [p for p in providers if packages.get(p, {}).get("externals")]
         if not found:
             raise SitebenchError(
-                f"Spack found no {virtual.upper()} library on this machine ({', '.join(providers)})",
+                f"Spack found no {virtual.upper()} library on this machine "
+                f"({', '.join(providers)})",
                 f"install one (Debian: {hint}) and rerun, or describe the site by hand "
                 f"in site-configs/<site>/",
             )
-        packages.setdefault(virtual, {})["require"] = [found[0]]
+        if virtual == "mpi":
+            packages.setdefault("mpi", {})["require"] = [found[0]]
+            continue
+        # Prefer the machine's BLAS, but keep the virtual buildable: a spec may
+        # still ask for another provider (hpl level=1 builds the reference BLAS).
+        preferred = packages.setdefault("all", {}).setdefault("providers", {})
+        for name in ("blas", "lapack"):
+            packages.pop(name, None)
+            preferred[name] = [found[0]]
     extra = _autoconf_archive_external()
     if extra:
         packages["autoconf-archive"] = extra
+    reference = _reference_blas_external()
+    if reference:
+        packages["netlib-lapack"] = reference
+    mariadb = _mariadb_external()
+    if mariadb:
+        packages["mariadb"] = mariadb
     # Debian's python shims (pyenv) and similar are not wanted; nothing here needs python.
     packages.pop("python", None)
     return packages
@@ -204,3 +250,43 @@ def _atomic_write(path, text):
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)
+
+
+def _reference_blas_external():
+    """Debian's reference BLAS/LAPACK (libblas3, liblapack3) as netlib-lapack.
+
+    Debian installs them in private directories behind the libblas.so.3
+    alternative, which usually points at OpenBLAS: linking -lblas from /usr
+    would run OpenBLAS. The external's prefix is a directory of symlinks to
+    the reference libraries, and binaries get an RPATH to it.
+    """
+    triplet = subprocess.run(
+        ["gcc", "-print-multiarch"], capture_output=True, text=True
+    ).stdout.strip()
+    libdir = Path("/usr/lib", triplet)
+    blas, lapack = libdir / "blas" / "libblas.so.3", libdir / "lapack" / "liblapack.so.3"
+    if not (triplet and blas.is_file() and lapack.is_file() and shutil.which("dpkg-query")):
+        return None
+    proc = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "libblas3"], capture_output=True, text=True
+    )
+    version = proc.stdout.strip().split("-")[0]
+    if proc.returncode != 0 or not version:
+        return None
+    farm = paths.state_dir() / "externals" / "netlib-lapack"
+    (farm / "lib").mkdir(parents=True, exist_ok=True)
+    for name, target in (
+        ("libblas.so", blas),
+        ("libblas.so.3", blas),
+        ("liblapack.so", lapack),
+        ("liblapack.so.3", lapack),
+    ):
+        link = farm / "lib" / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target.resolve())
+    return {
+        "externals": [
+            {"spec": f"netlib-lapack@{version}~external-blas+shared~lapacke", "prefix": str(farm)}
+        ],
+        "buildable": False,
+    }

@@ -25,8 +25,10 @@ def create(site, directory):
     """Fill ``directory`` with the sources of ``site``'s environment; return its URL."""
     directory = Path(directory).resolve()
     if directory.exists() and not directory.is_dir():
-        raise SitebenchError(f"{directory} exists and is not a directory",
-                             "give a new or existing directory for the mirror")
+        raise SitebenchError(
+            f"{directory} exists and is not a directory",
+            "give a new or existing directory for the mirror",
+        )
     spack, _version, _builtin, env_dir = runner.prepare(site)
     directory.mkdir(parents=True, exist_ok=True)
     spack.run("-e", env_dir, "mirror", "create", "--all", "-d", directory)
@@ -34,10 +36,17 @@ def create(site, directory):
     path = mirrors_file(site)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    note = ("# Written by `sitebench mirror`" +
-            (" (local site: not in git)" if site == local_site.SITE else "") + ".\n")
-    tmp.write_text(note + yaml.safe_dump(
-        {"mirrors": {f"sitebench-{site}": {"url": url, "source": True, "binary": False}}},
-        sort_keys=False))
+    note = (
+        "# Written by `sitebench mirror`"
+        + (" (local site: not in git)" if site == local_site.SITE else "")
+        + ".\n"
+    )
+    tmp.write_text(
+        note
+        + yaml.safe_dump(
+            {"mirrors": {f"sitebench-{site}": {"url": url, "source": True, "binary": False}}},
+            sort_keys=False,
+        )
+    )
     tmp.replace(path)
     return url

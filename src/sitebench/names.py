@@ -13,7 +13,7 @@ def check_name(kind, name):
         shown = repr(name)
         raise SitebenchError(
             f"invalid {kind} name {shown}: it must be one directory name",
-            f"use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit "
-            f"(no '/', '..', spaces or control characters)",
+            "use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit "
+            "(no '/', '..', spaces or control characters)",
         )
     return name

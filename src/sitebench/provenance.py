@@ -63,8 +63,20 @@ def os_release():
     return None
 
 
-def collect(dest, *, site, spack, spack_version, builtin_repo, env_dir, topology, command,
-            started, finished, reframe_exit):
+def collect(
+    dest,
+    *,
+    site,
+    spack,
+    spack_version,
+    builtin_repo,
+    env_dir,
+    topology,
+    command,
+    started,
+    finished,
+    reframe_exit,
+):
     """Write the provenance of one run into ``dest`` (a ``provenance/`` dir)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)

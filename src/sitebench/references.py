@@ -37,15 +37,21 @@ def _check_entry(path, where, value):
     for name, number in (("value", ref), ("lower", lower), ("upper", upper)):
         if number is None and name != "value":
             continue  # null: no bound on that side
-        if isinstance(number, bool) or not isinstance(number, (int, float)) or not math.isfinite(
-            number
+        if (
+            isinstance(number, bool)
+            or not isinstance(number, (int, float))
+            or not math.isfinite(number)
         ):
             _fail(path, where, f"{name} must be a finite number, got {number!r}")
     if lower is not None and upper is not None and lower > upper:
         _fail(path, where, f"lower tolerance {lower} is greater than upper tolerance {upper}")
     if (lower is not None and lower > 0) or (upper is not None and upper < 0):
-        _fail(path, where, f"tolerances are fractions around the value: need lower <= 0 <= upper, "
-                           f"got {lower}, {upper}")
+        _fail(
+            path,
+            where,
+            f"tolerances are fractions around the value: need lower <= 0 <= upper, "
+            f"got {lower}, {upper}",
+        )
     if len(value) == 4 and not isinstance(value[3], str):
         _fail(path, where, f"unit must be a string, got {value[3]!r}")
 

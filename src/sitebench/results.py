@@ -123,8 +123,9 @@ def load_run(path):
         provenance = json.loads((path / PROVENANCE).read_text())
     except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError) as err:
         raise BadRun(f"{path}: missing or unreadable {PROVENANCE} ({err})") from None
-    return Run(site=path.parent.name, name=path.name, path=path, report=report,
-               provenance=provenance)
+    return Run(
+        site=path.parent.name, name=path.name, path=path, report=report, provenance=provenance
+    )
 
 
 def run_dirs(site, root=None):
@@ -132,9 +133,7 @@ def run_dirs(site, root=None):
     site_dir = Path(root or paths.results_dir()) / check_name("site", site)
     if not site_dir.is_dir():
         return []
-    return sorted(
-        p for p in site_dir.iterdir() if p.is_dir() and not p.name.startswith(".")
-    )
+    return sorted(p for p in site_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
 
 
 def load_runs(site, root=None, warn=None):

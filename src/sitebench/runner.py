@@ -62,13 +62,19 @@ def reframe_command(site, scale, prefix, report, extra=()):
     reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or "reframe"
     return [
         reframe,
-        "-C", str(paths.site_config_dir(site) / "reframe.py"),
-        "-c", str(paths.checks_dir()),
-        "--prefix", str(prefix),
-        "--report-file", str(report),
-        "--tag", scale,
+        "-C",
+        str(paths.site_config_dir(site) / "reframe.py"),
+        "-c",
+        str(paths.checks_dir()),
+        "--prefix",
+        str(prefix),
+        "--report-file",
+        str(report),
+        "--tag",
+        scale,
         # One benchmark at a time: concurrent runs would measure each other.
-        "--exec-policy", "serial",
+        "--exec-policy",
+        "serial",
         "-r",
         *extra,
     ]
@@ -111,7 +117,9 @@ def run(site="local", scale="quick", reframe_args=()):
         )
     if code == 0 and not _test_cases(report):
         # ReFrame skips checks it cannot load (e.g. a bad reference) and still exits 0.
-        print("sitebench: error: ReFrame ran no test case; see its warnings above", file=sys.stderr)
+        print(
+            "sitebench: error: ReFrame ran no test case; see its warnings above", file=sys.stderr
+        )
         code = 1
     copy_into(work / "perflogs", incoming.path / "perflogs")
     copy_into(work / "output", incoming.path / "output")

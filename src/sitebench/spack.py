@@ -212,7 +212,8 @@ def builtin_repo():
                 return candidate.resolve()
         raise SitebenchError(
             f"SITEBENCH_SPACK_PACKAGES={given} is not a spack-packages checkout",
-            "point it at a spack-packages checkout (the directory holding repos/spack_repo/builtin)",
+            "point it at a spack-packages checkout (the directory holding "
+            "repos/spack_repo/builtin)",
         )
     clone = paths.state_dir() / "spack-packages"
     if not (clone / "repos").is_dir():

@@ -20,18 +20,23 @@ out = {"concrete": [], "aarch64": {}}
 for spec in env.concrete_roots():
     if spec.name != "hpl":
         continue
-    out["concrete"].append({
-        "target": str(spec.target),
-        "level": spec.variants["level"].value,
-        "blas": spec["blas"].name,
-        "wrapper": spec.target.optimization_flags(*COMPILER),
-        "hpl": spec.package.hpl_flags(),
-    })
+    out["concrete"].append(
+        {
+            "target": str(spec.target),
+            "level": spec.variants["level"].value,
+            "blas": spec["blas"].name,
+            "wrapper": spec.target.optimization_flags(*COMPILER),
+            "hpl": spec.package.hpl_flags(),
+        }
+    )
 module = sys.modules[spack.repo.PATH.get_pkg_class("hpl").__module__]
 for name in ("neoverse_n1", "neoverse_v1", "a64fx"):
     target = archspec.TARGETS[name]
     out["aarch64"][name] = {
         "wrapper": target.optimization_flags(*COMPILER),
-        **{choice: module.simd_flags(target, choice, *COMPILER) for choice in ("auto", "neon", "none")},
+        **{
+            choice: module.simd_flags(target, choice, *COMPILER)
+            for choice in ("auto", "neon", "none")
+        },
     }
 print(json.dumps(out))

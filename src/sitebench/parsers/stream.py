@@ -8,9 +8,7 @@ from . import ParseError
 
 KERNELS = ("Copy", "Scale", "Add", "Triad")
 
-_RATE = re.compile(
-    r"^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", re.MULTILINE
-)
+_RATE = re.compile(r"^(Copy|Scale|Add|Triad):\s+(\S+)\s+(\S+)\s+(\S+)\s+(\S+)\s*$", re.MULTILINE)
 _ARRAY = re.compile(r"^Array size = (\d+) \(elements\)", re.MULTILINE)
 _BYTES = re.compile(r"^This system uses (\d+) bytes per array element", re.MULTILINE)
 _THREADS = re.compile(r"^Number of Threads counted = (\d+)", re.MULTILINE)

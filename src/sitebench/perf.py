@@ -1,0 +1,231 @@
+"""Performance benchmark of the HPL recipe, measured side by side in one run.
+
+``./sitebench perf hpl`` builds, in one throw-away Spack environment with the
+local site's externals: our ``hpl`` (level=tuned), the study's three levels
+(``level=1`` on the site's reference BLAS, e.g. Debian's libblas3 as
+detected, ``level=2``, ``level=3`` on the site's
+tuned BLAS) and Spack's builtin ``hpl`` on the same BLAS. It then runs each
+of them and Debian's ``hpcc`` at the same N, NB and process grid, one rank
+per core, interleaved round after round so that a slow spell of a shared
+machine hits every variant alike, and prints:
+
+* our HPL against hpcc's HPL and against the builtin recipe (goal >= 1.0);
+* our HPL against the DGEMM rate of the same BLAS on the same cores (hpcc's
+  StarDGEMM, all ranks at once, times the rank count; goal >= 0.90);
+* levels 2 and 3 as ratios to level 1 (the study's speed-up table).
+
+Each figure is the median of the rounds with its spread (min-max); the
+whole output is kept in ``perf/results/hpl-<UTC time>.json``.
+"""
+
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from sitebench import local_site, paths
+from sitebench import spack as spack_mod
+from sitebench.errors import SitebenchError
+from sitebench.parsers import hpl as hpl_parser
+from sitebench.rfm.hpl_input import hpl_dat, process_grid
+
+#: name -> spec, in the order they run each round
+VARIANTS = {
+    "ours": "hpl level=tuned",
+    "builtin": "builtin.hpl",
+    "level1": "hpl level=1",
+    "level2": "hpl level=2",
+    "level3": "hpl level=3",
+}
+
+HPCC_TAIL = """##### This line (no. 32) is ignored (it serves as a separator). ######
+0                      		Number of additional problem sizes for PTRANS
+1200 10000 30000        	values of N
+0                       	number of additional blocking sizes for PTRANS
+40 9 8 13 13 20 16 32 64       	values of NB
+"""
+
+
+def perf_dir():
+    return paths.ROOT / "perf" / "results"
+
+
+def mpi_include_dirs():
+    proc = subprocess.run(["mpicc", "--showme:incdirs"], capture_output=True, text=True)
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+def build(spack):
+    """Install every variant; return name -> xhpl path."""
+    local_site.detect(spack)
+    env_dir = paths.state_dir() / "perf-envs" / "hpl"
+    env_dir.mkdir(parents=True, exist_ok=True)
+    # The builtin recipe compiles with plain gcc: tell it where the external MPI's mpi.h is.
+    cflags = " ".join(f"-I{d}" for d in mpi_include_dirs())
+    specs = dict(VARIANTS)
+    if cflags:
+        specs["builtin"] = f'builtin.hpl cflags="{cflags}"'
+    config = {
+        "spack": {
+            "include": [str(local_site.spack_dir())],
+            "repos": {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")},
+            "specs": list(specs.values()),
+            "view": False,
+            "concretizer": {"unify": False},
+        }
+    }
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    print("==> building the HPL variants", file=sys.stderr)
+    spack.run("-e", env_dir, "concretize", "--fresh", "--force")
+    spack.run("-e", env_dir, "install")
+    binaries = {}
+    for name, spec in specs.items():
+        prefix = spack.run("-e", env_dir, "location", "-i", spec, capture=True).stdout.strip()
+        binaries[name] = Path(prefix) / "bin" / "xhpl"
+    return binaries
+
+
+def mpirun(ranks, exe, cwd):
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT": "1",
+        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+    }
+    proc = subprocess.run(
+        ["mpirun", "-np", str(ranks), "--bind-to", "core", str(exe)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SitebenchError(
+            f"{exe} failed (exit {proc.returncode}): {proc.stderr[-1000:]}",
+            "run it by hand in the directory shown to see why",
+        )
+    return proc.stdout
+
+
+def run_hpl(exe, n, nb, ranks):
+    with tempfile.TemporaryDirectory() as work:
+        p, q = process_grid(ranks)
+        Path(work, "HPL.dat").write_text(hpl_dat(n, nb, p, q))
+        result = hpl_parser.parse(mpirun(ranks, exe, work))
+    if not result.all_passed:
+        raise SitebenchError(f"{exe}: HPL residual check failed", "the build is broken")
+    return result.best_gflops
+
+
+def run_hpcc(n, nb, ranks):
+    """hpcc's HPL Gflop/s and its node DGEMM rate (StarDGEMM x ranks)."""
+    hpcc = shutil.which("hpcc")
+    with tempfile.TemporaryDirectory() as work:
+        p, q = process_grid(ranks)
+        text = hpl_dat(n, nb, p, q).replace("6            device out", "8            device out")
+        Path(work, "hpccinf.txt").write_text(text + HPCC_TAIL)
+        mpirun(ranks, hpcc, work)
+        out = Path(work, "hpccoutf.txt").read_text()
+    values = dict(re.findall(r"^(\w+)=(\S+)$", out, re.MULTILINE))
+    if values.get("Success") != "1" or "HPL_Tflops" not in values:
+        raise SitebenchError("hpcc did not finish successfully", "run hpcc by hand to see why")
+    return float(values["HPL_Tflops"]) * 1000, float(values["StarDGEMM_Gflops"]) * ranks
+
+
+def spread(values):
+    return {
+        "median": statistics.median(values),
+        "min": min(values),
+        "max": max(values),
+        "runs": values,
+    }
+
+
+def ratio(a, b):
+    """Median ratio with its spread: median(a)/median(b), and the extreme pairings."""
+    return {
+        "median": statistics.median(a) / statistics.median(b),
+        "min": min(a) / max(b),
+        "max": max(a) / min(b),
+    }
+
+
+def hpl(n=8000, nb=192, rounds=3):
+    spack = spack_mod.setup()
+    binaries = build(spack)
+    topology = json.loads(local_site.topology_file().read_text())
+    ranks = topology["num_cpus"] // topology.get("num_cpus_per_core", 1)
+    have_hpcc = shutil.which("hpcc") is not None
+    gflops = {name: [] for name in binaries}
+    hpcc_hpl, dgemm = [], []
+    for round_ in range(1, rounds + 1):
+        for name, exe in binaries.items():
+            gflops[name].append(run_hpl(exe, n, nb, ranks))
+            print(f"round {round_}: {name:8s} {gflops[name][-1]:8.2f} Gflop/s", file=sys.stderr)
+        if have_hpcc:
+            h, d = run_hpcc(n, nb, ranks)
+            hpcc_hpl.append(h)
+            dgemm.append(d)
+            print(f"round {round_}: hpcc     {h:8.2f} Gflop/s, DGEMM {d:.2f}", file=sys.stderr)
+    ours = gflops["ours"]
+    ratios = {"ours / builtin hpl": ratio(ours, gflops["builtin"])}
+    if have_hpcc:
+        ratios["ours / hpcc HPL"] = ratio(ours, hpcc_hpl)
+        ratios["ours / DGEMM (same BLAS, same cores)"] = ratio(ours, dgemm)
+    ratios["level 2 / level 1"] = ratio(gflops["level2"], gflops["level1"])
+    ratios["level 3 / level 1"] = ratio(gflops["level3"], gflops["level1"])
+    figures = {name: spread(v) for name, v in gflops.items()}
+    if have_hpcc:
+        figures["hpcc HPL"] = spread(hpcc_hpl)
+        figures["DGEMM rate"] = spread(dgemm)
+    return {
+        "benchmark": "hpl",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "n": n,
+        "nb": nb,
+        "ranks": ranks,
+        "rounds": rounds,
+        "cpu_arch": topology.get("arch"),
+        "hpcc": "missing: install Debian's hpcc to compare" if not have_hpcc else "/usr/bin/hpcc",
+        "gflops": figures,
+        "ratios": ratios,
+    }
+
+
+def render(result):
+    lines = [
+        f"HPL N={result['n']} NB={result['nb']} ranks={result['ranks']} "
+        f"({result['cpu_arch']}), {result['rounds']} rounds, median [min-max]"
+    ]
+    for name, s in result["gflops"].items():
+        lines.append(f"  {name:12s} {s['median']:9.2f} Gflop/s  [{s['min']:.2f}-{s['max']:.2f}]")
+    lines.append("ratios (median [range over rounds])")
+    for name, r in result["ratios"].items():
+        lines.append(f"  {name:40s} {r['median']:6.3f}  [{r['min']:.3f}-{r['max']:.3f}]")
+    return "\n".join(lines)
+
+
+def save(result):
+    """Keep the result; a new file each time, never overwritten."""
+    folder = perf_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = result["when"].replace("-", "").replace(":", "")
+    path = folder / f"{result['benchmark']}-{stamp}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = folder / f"{result['benchmark']}-{stamp}-{n}.json"
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(json.dumps(result, indent=2) + "\n")
+    os.link(tmp, path)  # fails rather than replace an existing file
+    tmp.unlink()
+    return path

@@ -1,0 +1,33 @@
+"""The project's own Python passes flake8 and black (the recipes: see test_spack.py)."""
+
+import subprocess
+import sys
+
+from conftest import ROOT
+
+
+def test_flake8():
+    proc = subprocess.run(
+        [sys.executable, "-m", "flake8"], cwd=ROOT, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_black():
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "black",
+            "--check",
+            "-q",
+            "src",
+            "tests",
+            "reframe-checks",
+            "site-configs",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
