@@ -20,7 +20,7 @@ def flags(spack, tmp_path_factory):
 
     local_site.detect(spack)
     env_dir = tmp_path_factory.mktemp("targets")
-    specs = [f"hpl target={t}" for t in X86_TARGETS] + [
+    specs = [f"sitebench-suite target={t}" for t in X86_TARGETS] + [
         "hpl level=2 target=zen3",
         "hpl level=3 target=zen3",
     ]
@@ -43,6 +43,17 @@ def flags(spack, tmp_path_factory):
         "-e", env_dir, "python", ROOT / "tests/spack_scripts/hpl_flags.py", capture=True
     )
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.spack
+@pytest.mark.parametrize("target", X86_TARGETS)
+def test_every_recipe_concretizes_for_the_target(flags, target):
+    suite = next(s for s in flags["suites"] if s["target"] == target)
+    ours = {"stream", "npb", "parsec-benchmark", "sysbench", "osu-micro-benchmarks"}
+    assert ours <= set(suite["packages"])
+    for name in ours:
+        assert suite["packages"][name] == target, name
+    assert suite["wrapper"]
 
 
 def concrete(flags, target, level="tuned"):

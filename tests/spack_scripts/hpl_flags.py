@@ -1,8 +1,9 @@
-"""Print, as JSON, the flags HPL gets per target. Run: spack -e ENV python hpl_flags.py
+"""Print, as JSON, the flags the suite gets per target. Run: spack -e ENV python hpl_flags.py
 
-For the concrete hpl roots of the environment (x86_64 targets this host can
-concretize for): the target flags Spack's compiler wrapper injects and the
-recipe's own HPL flags. For aarch64 targets, which cannot be concretized on
+For the concrete roots of the environment (x86_64 targets this host can
+concretize for): the target of every package built for a ``sitebench-suite``
+root, the target flags Spack's compiler wrapper injects, and the recipe's
+own HPL flags. For aarch64 targets, which cannot be concretized on
 an x86_64 host: the wrapper flags and the recipe's SIMD logic per choice,
 from archspec's description of those CPUs.
 """
