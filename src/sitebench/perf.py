@@ -37,10 +37,9 @@ from sitebench.errors import SitebenchError
 from sitebench.parsers import hpl as hpl_parser
 from sitebench.rfm.hpl_input import hpl_dat, process_grid
 
-#: name -> spec, in the order they run each round
+#: name -> spec of our recipe, in the order they run each round
 VARIANTS = {
     "ours": "hpl level=tuned",
-    "builtin": "builtin.hpl",
     "level1": "hpl level=1",
     "level2": "hpl level=2",
     "level3": "hpl level=3",
@@ -63,33 +62,51 @@ def mpi_include_dirs():
     return proc.stdout.split() if proc.returncode == 0 else []
 
 
+def _environment(spack, name, specs, with_our_repo):
+    """Concretize and install ``specs`` in .sitebench/perf-envs/<name>; return its dir."""
+    env_dir = paths.state_dir() / "perf-envs" / name
+    env_dir.mkdir(parents=True, exist_ok=True)
+    config = {
+        "include": [str(local_site.spack_dir())],
+        "specs": specs,
+        "view": False,
+        "concretizer": {"unify": False},
+    }
+    if with_our_repo:
+        config["repos"] = {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")}
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump({"spack": config}, sort_keys=False))
+    spack.run("-e", env_dir, "concretize", "--fresh", "--force")
+    spack.run("-e", env_dir, "install")
+    return env_dir
+
+
+def _prefix(spack, env_dir, constraint):
+    """Install prefix of the one installed spec of the environment matching ``constraint``."""
+    out = spack.run("-e", env_dir, "find", "--format", "{prefix}", constraint, capture=True)
+    prefixes = out.stdout.split()
+    if len(prefixes) != 1:
+        raise SitebenchError(
+            f"expected one {constraint!r} in {env_dir}, found {prefixes}",
+            "remove the directory and rerun",
+        )
+    return Path(prefixes[0])
+
+
 def build(spack):
     """Install every variant; return name -> xhpl path."""
     local_site.detect(spack)
-    env_dir = paths.state_dir() / "perf-envs" / "hpl"
-    env_dir.mkdir(parents=True, exist_ok=True)
-    # The builtin recipe compiles with plain gcc: tell it where the external MPI's mpi.h is.
-    cflags = " ".join(f"-I{d}" for d in mpi_include_dirs())
-    specs = dict(VARIANTS)
-    if cflags:
-        specs["builtin"] = f'builtin.hpl cflags="{cflags}"'
-    config = {
-        "spack": {
-            "include": [str(local_site.spack_dir())],
-            "repos": {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")},
-            "specs": list(specs.values()),
-            "view": False,
-            "concretizer": {"unify": False},
-        }
-    }
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     print("==> building the HPL variants", file=sys.stderr)
-    spack.run("-e", env_dir, "concretize", "--fresh", "--force")
-    spack.run("-e", env_dir, "install")
-    binaries = {}
-    for name, spec in specs.items():
-        prefix = spack.run("-e", env_dir, "location", "-i", spec, capture=True).stdout.strip()
-        binaries[name] = Path(prefix) / "bin" / "xhpl"
+    ours = _environment(spack, "hpl", list(VARIANTS.values()), with_our_repo=True)
+    binaries = {
+        name: _prefix(spack, ours, spec) / "bin" / "xhpl" for name, spec in VARIANTS.items()
+    }
+    # Spack's own recipe, in an environment that does not know ours. It compiles with
+    # plain gcc: tell it where the external MPI's mpi.h is (its known pitfall).
+    cflags = " ".join(f"-I{d}" for d in mpi_include_dirs())
+    builtin = _environment(
+        spack, "hpl-builtin", [f'hpl cflags="{cflags}"' if cflags else "hpl"], with_our_repo=False
+    )
+    binaries["builtin"] = _prefix(spack, builtin, "hpl") / "bin" / "xhpl"
     return binaries
 
 

@@ -17,19 +17,27 @@ import spack.vendor.archspec.cpu as archspec
 
 COMPILER = ("gcc", "12.2.0")
 env = spack.environment.active_environment()
-out = {"concrete": [], "aarch64": {}}
-for spec in env.concrete_roots():
-    if spec.name != "hpl":
-        continue
-    out["concrete"].append(
-        {
-            "target": str(spec.target),
-            "level": spec.variants["level"].value,
-            "blas": spec["blas"].name,
-            "wrapper": spec.target.optimization_flags(*COMPILER),
-            "hpl": spec.package.hpl_flags(),
-        }
-    )
+out = {"concrete": [], "aarch64": {}, "suites": []}
+for root in env.concrete_roots():
+    if root.name == "sitebench-suite":
+        built = [s for s in root.traverse(root=False) if not s.external]
+        out["suites"].append(
+            {
+                "target": str(root.target),
+                "packages": {s.name: str(s.target) for s in built},
+                "wrapper": root.target.optimization_flags(*COMPILER),
+            }
+        )
+    for spec in (s for s in root.traverse() if s.name == "hpl"):
+        out["concrete"].append(
+            {
+                "target": str(spec.target),
+                "level": spec.variants["level"].value,
+                "blas": spec["blas"].name,
+                "wrapper": spec.target.optimization_flags(*COMPILER),
+                "hpl": spec.package.hpl_flags(),
+            }
+        )
 module = sys.modules[spack.repo.PATH.get_pkg_class("hpl").__module__]
 for name in ("neoverse_n1", "neoverse_v1", "a64fx"):
     target = archspec.TARGETS[name]
