@@ -333,3 +333,20 @@ def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
     assert specs["mariadb"].get("external") and specs["openmpi"].get("external")
     assert specs["stream"]["namespace"] == specs["hpl"]["namespace"] == "sitebench"
     assert specs["npb"]["parameters"]["classes"] == ["A", "B", "C", "S", "W"]
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_hpl_links_the_blas_its_spec_names(tmp_path, spack):
+    """level=1 runs on the reference BLAS, not on whatever BLAS the system has first."""
+    from conftest import build_in_temp_env
+
+    tree = build_in_temp_env(spack, tmp_path, ["hpl level=1"])
+    xhpl = next(tree.rglob("bin/xhpl"))
+    ldd = subprocess.run(["ldd", str(xhpl)], capture_output=True, text=True).stdout
+    assert "libopenblas" not in ldd, ldd
+    blas = next(line for line in ldd.splitlines() if "libblas.so.3" in line)
+    # Resolved through the RPATH to the reference library, not the system alternative.
+    assert "netlib-lapack" in blas or "/blas/" in blas, blas
+    configure = (xhpl.parent.parent / ".spack/spack-configure-args.txt").read_text()
+    assert "-O0" in configure and "-mno-avx" in configure

@@ -4,7 +4,17 @@
 
 from spack_repo.builtin.packages.hpl.package import Hpl as BuiltinHpl
 
-from spack.package import conflicts, filter_file, maintainers, requires, variant, when
+from spack.package import (
+    InstallError,
+    conflicts,
+    filter_file,
+    join_path,
+    maintainers,
+    requires,
+    run_after,
+    variant,
+    when,
+)
 
 #: Vector extensions switched off, per target family (the wrapper's -march enables them).
 NO_SIMD = {
@@ -109,11 +119,25 @@ class Hpl(BuiltinHpl):
     @when("@2.3:")
     def configure_args(self):
         args = super().configure_args()
-        # configure tries libs1..libs10 in order; make them all the spec's BLAS.
+        # configure tries libs1..libs10 in order (read back from a here-document, so
+        # no quotes), then falls back to -lopenblas, -latlas, ... from the system:
+        # make every probe the spec's BLAS, and check_blas() refuses any fallback.
         blas = self.spec["blas"].libs.ld_flags
-        filter_file(r"^libs([0-9]+)=.*", rf"libs\1='{blas}'", "configure")
+        filter_file(r"^libs([0-9]+)=.*", rf"libs\1={blas}", "configure")
 
         flags = " ".join(self.hpl_flags())
         args = [a.replace("-O3", flags, 1) if a.startswith("CFLAGS=") else a for a in args]
         args.append(f"CC={self.spec['mpi'].mpicc}")
         return args
+
+    @run_after("configure", when="@2.3:")
+    def check_blas(self):
+        """Fail the build if configure linked anything but the spec's BLAS."""
+        wanted = self.spec["blas"].libs.ld_flags
+        with open(join_path(self.build_directory, "Makefile")) as makefile:
+            libs = [line for line in makefile if line.startswith("LIBS =")]
+        if not libs or wanted not in libs[0]:
+            raise InstallError(
+                f"HPL's configure chose {libs[0].strip() if libs else 'no LIBS'!r}, not the "
+                f"spec's BLAS ({wanted}): it fell back to a system library"
+            )
