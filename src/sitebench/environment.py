@@ -13,6 +13,7 @@ import time
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
+from sitebench.files import write_atomic
 
 STAMP = ".sitebench-concretized.json"
 
@@ -54,7 +55,7 @@ def ensure_concretized(spack, site, spack_version, builtin_repo):
     print(f"==> concretizing {env_dir.relative_to(paths.ROOT)}", file=sys.stderr)
     start = time.monotonic()
     spack.run("-e", env_dir, "concretize", "--force", "--fresh")
-    tmp = stamp.with_name(STAMP + ".tmp")
-    tmp.write_text(json.dumps({"inputs": wanted, "seconds": round(time.monotonic() - start, 1)}))
-    tmp.replace(stamp)
+    write_atomic(
+        stamp, json.dumps({"inputs": wanted, "seconds": round(time.monotonic() - start, 1)})
+    )
     return env_dir

@@ -24,6 +24,7 @@ import yaml
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
+from sitebench.files import reframe_executable, write_atomic
 from sitebench.topology import last_level_cache_bytes
 
 SITE = "local"
@@ -59,17 +60,13 @@ def is_detected():
 
 def detect_topology():
     """ReFrame's host topology (the same detection its local partitions use)."""
-    reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or shutil.which(
-        "reframe"
-    )
-    if not reframe:
-        raise SitebenchError("reframe is not installed", "run sitebench through ./sitebench")
+    reframe = reframe_executable()
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "topology.json"
         proc = subprocess.run(
             [reframe, f"--detect-host-topology={out}"], capture_output=True, text=True, cwd=tmp
         )
-        if proc.returncode != 0 or not out.is_file():
+        if proc.returncode != 0 or not out.is_file():  # includes "reframe" not installed
             raise SitebenchError(
                 f"ReFrame could not detect this host's topology: {proc.stderr.strip()[-500:]}",
                 "check that /sys/devices/system/cpu is readable",
@@ -235,21 +232,15 @@ def detect(spack, redetect=False):
     elements = stream_array_elements(topology)
     packages["stream"] = {"require": [f"stream_array_size={elements}"]}
     spack_dir().mkdir(parents=True, exist_ok=True)
-    _atomic_write(
+    write_atomic(
         spack_dir() / "packages.yaml",
         "# Detected on this machine by `sitebench detect`; not in git. Redo with\n"
         "# `./sitebench detect --redetect`. STREAM arrays: "
         f"{STREAM_CACHE_FACTOR} x last-level cache.\n"
         + yaml.safe_dump({"packages": packages}, sort_keys=False),
     )
-    _atomic_write(topology_file(), json.dumps(topology, indent=2) + "\n")
+    write_atomic(topology_file(), json.dumps(topology, indent=2) + "\n")
     return topology
-
-
-def _atomic_write(path, text):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
 
 
 def _reference_blas_external():

@@ -15,6 +15,7 @@ import yaml
 
 from sitebench import local_site, paths, runner
 from sitebench.errors import SitebenchError
+from sitebench.files import write_atomic
 
 
 def mirrors_file(site):
@@ -35,18 +36,11 @@ def create(site, directory):
     url = f"file://{directory}"
     path = mirrors_file(site)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     note = (
         "# Written by `sitebench mirror`"
         + (" (local site: not in git)" if site == local_site.SITE else "")
         + ".\n"
     )
-    tmp.write_text(
-        note
-        + yaml.safe_dump(
-            {"mirrors": {f"sitebench-{site}": {"url": url, "source": True, "binary": False}}},
-            sort_keys=False,
-        )
-    )
-    tmp.replace(path)
+    mirrors = {"mirrors": {f"sitebench-{site}": {"url": url, "source": True, "binary": False}}}
+    write_atomic(path, note + yaml.safe_dump(mirrors, sort_keys=False))
     return url

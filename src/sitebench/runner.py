@@ -6,7 +6,6 @@ output into a new run under ``results/<site>/``.
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from pathlib import Path
 from sitebench import environment, local_site, paths, provenance, references
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
+from sitebench.files import reframe_executable
 from sitebench.names import check_name
 from sitebench.results import Incoming, copy_into
 from sitebench.rfm.scales import SCALES
@@ -59,9 +59,8 @@ def prepare(site):
 
 
 def reframe_command(site, scale, prefix, report, extra=()):
-    reframe = shutil.which("reframe", path=os.path.dirname(sys.executable)) or "reframe"
     return [
-        reframe,
+        reframe_executable(),
         "-C",
         str(paths.site_config_dir(site) / "reframe.py"),
         "-c",

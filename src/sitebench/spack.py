@@ -17,7 +17,6 @@ SPACK_USER_CACHE_PATH), so neither the user's ``~/.spack`` nor ``/etc/spack``
 changes what is built, and nothing of ours lands there.
 """
 
-import json
 import os
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import yaml
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
+from sitebench.files import write_atomic
 
 SPACK_VERSION = "1.1.0"
 SPACK_REF = "v1.1.0"
@@ -173,12 +173,11 @@ class Spack:
 
 
 def _write_yaml(path, data):
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
+    write_atomic(
+        path,
         "# Written by sitebench; regenerated on every run.\n"
-        + yaml.safe_dump(data, sort_keys=False)
+        + yaml.safe_dump(data, sort_keys=False),
     )
-    tmp.replace(path)
 
 
 def locate():
@@ -245,7 +244,3 @@ def setup():
     spack.check_version()
     spack.write_scope(builtin_repo(), mirror_url())
     return spack
-
-
-def spack_json(spack, *args, **kw):
-    return json.loads(spack.run(*args, capture=True, **kw).stdout)
