@@ -52,36 +52,23 @@ def test_spack_root_without_spack(tmp_path):
     assert proc.returncode == 2 and "has no bin/spack" in proc.stderr
 
 
-def test_missing_mirror_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "variable, message",
+    [
+        ("SITEBENCH_MIRROR", "does not exist"),
+        ("SITEBENCH_SPACK_PACKAGES", "not a spack-packages checkout"),
+    ],
+)
+def test_bad_overrides_are_refused(tmp_path, variable, message):
     bindir = fake_spack(tmp_path, "1.1.0")
-    proc = sitebench(
-        "spack",
-        "--version",
-        env={
-            "PATH": f"{bindir}:{os.environ['PATH']}",
-            "SPACK_ROOT": "",
-            "SITEBENCH_MIRROR": str(tmp_path / "no-mirror"),
-        },
-    )
-    assert (
-        proc.returncode == 2
-        and "SITEBENCH_MIRROR" in proc.stderr
-        and "does not exist" in proc.stderr
-    )
-
-
-def test_bad_packages_checkout_is_refused(tmp_path):
-    bindir = fake_spack(tmp_path, "1.1.0")
-    proc = sitebench(
-        "spack",
-        "--version",
-        env={
-            "PATH": f"{bindir}:{os.environ['PATH']}",
-            "SPACK_ROOT": "",
-            "SITEBENCH_SPACK_PACKAGES": str(tmp_path),
-        },
-    )
-    assert proc.returncode == 2 and "not a spack-packages checkout" in proc.stderr
+    env = {
+        "PATH": f"{bindir}:{os.environ['PATH']}",
+        "SPACK_ROOT": "",
+        variable: str(tmp_path / "not-there"),
+    }
+    proc = sitebench("spack", "--version", env=env)
+    assert proc.returncode == 2
+    assert variable in proc.stderr and message in proc.stderr
 
 
 def test_clone_failure_names_the_override(tmp_path):
