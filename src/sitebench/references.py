@@ -7,7 +7,7 @@ The file is ReFrame's external reference format (``reference = {'$ref': ...}``):
       x86_64_v4:                              # one level per index entry
         quick:
           1:
-            Triad: [36800, -0.3, 0.5, MB/s]   # value, lower, upper, unit
+            Triad: [22100, -0.4, null, MB/s] # value, lower, upper, unit
 
 Lower and upper are fractions of the value (lower <= 0 <= upper); null means
 no bound on that side. Keys that
