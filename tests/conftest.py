@@ -64,7 +64,6 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     only the benchmark itself and what it needs beyond the machine is built,
     from the source mirror, checksums enforced. Returns the install tree.
     """
-    import yaml
 
     from sitebench import local_site
 
@@ -74,21 +73,13 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
             "recipe builds; builds from upstream downloads are not tested"
         )
     local_site.detect(spack)
-    env_dir = tmp_path / "env"
-    env_dir.mkdir()
-    config = {
-        "spack": {
-            "include": [str(local_site.spack_dir())],
-            "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
-            "specs": list(specs),
-            "view": False,
-            "concretizer": {"unify": True},
-            "config": {"install_tree": {"root": str(tmp_path / "store")}},
-        }
+    settings = {
+        "concretizer": {"unify": True},
+        "config": {"install_tree": {"root": str(tmp_path / "store")}},
     }
     if packages:
-        config["spack"]["packages"] = packages
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump(config))
+        settings["packages"] = packages
+    env_dir = local_site.write_environment(tmp_path / "env", specs, **settings)
     proc = spack.run("-e", env_dir, "install", "--fresh", capture=True, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return tmp_path / "store"

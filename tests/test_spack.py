@@ -290,20 +290,7 @@ def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
     from sitebench import local_site
 
     local_site.detect(spack)
-    env_dir = tmp_path / "env"
-    env_dir.mkdir()
-    (env_dir / "spack.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "spack": {
-                    "include": [str(local_site.spack_dir())],
-                    "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
-                    "specs": ["sitebench-suite"],
-                    "view": False,
-                }
-            }
-        )
-    )
+    env_dir = local_site.write_environment(tmp_path / "env", ["sitebench-suite"])
     spack.run("-e", env_dir, "concretize", "--fresh", capture=True)
     lock = json.loads((env_dir / "spack.lock").read_text())
     specs = {s["name"]: s for s in lock["concrete_specs"].values()}

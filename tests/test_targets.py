@@ -7,7 +7,6 @@ recipe's aarch64 flag logic is tested on archspec's descriptions of those CPUs.
 import json
 
 import pytest
-import yaml
 
 from conftest import ROOT
 
@@ -24,19 +23,9 @@ def flags(spack, tmp_path_factory):
         "hpl level=2 target=zen3",
         "hpl level=3 target=zen3",
     ]
-    (env_dir / "spack.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "spack": {
-                    "include": [str(local_site.spack_dir())],
-                    "repos": {"sitebench": str(ROOT / "spack-repo/spack_repo/sitebench")},
-                    "specs": specs,
-                    "view": False,
-                    # Targets newer than the host are fine: nothing is built here.
-                    "concretizer": {"unify": False, "targets": {"host_compatible": False}},
-                }
-            }
-        )
+    # Targets newer than the host are fine: nothing is built here.
+    local_site.write_environment(
+        env_dir, specs, concretizer={"unify": False, "targets": {"host_compatible": False}}
     )
     spack.run("-e", env_dir, "concretize", "--fresh", capture=True)
     proc = spack.run(

@@ -223,6 +223,21 @@ def detect_spack_packages(spack):
     return packages
 
 
+def write_environment(env_dir, specs, our_repo=True, **settings):
+    """Write ``env_dir/spack.yaml``: ``specs`` on the local site's Spack config.
+
+    ``our_repo`` registers the sitebench package repository (off to get Spack's
+    builtin recipes only); ``settings`` are further keys of the ``spack:`` section
+    (``concretizer``, ``packages``, ``config``, ...).
+    """
+    config = {"include": [str(spack_dir())], "specs": list(specs), "view": False, **settings}
+    if our_repo:
+        config["repos"] = {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")}
+    env_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(env_dir / "spack.yaml", yaml.safe_dump({"spack": config}, sort_keys=False))
+    return env_dir
+
+
 def detect(spack, redetect=False):
     """Detect the local site once; return the topology."""
     if is_detected() and not redetect:

@@ -29,7 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import yaml
 
 from sitebench import local_site, paths
 from sitebench import spack as spack_mod
@@ -64,17 +63,12 @@ def mpi_include_dirs():
 
 def _environment(spack, name, specs, with_our_repo):
     """Concretize and install ``specs`` in .sitebench/perf-envs/<name>; return its dir."""
-    env_dir = paths.state_dir() / "perf-envs" / name
-    env_dir.mkdir(parents=True, exist_ok=True)
-    config = {
-        "include": [str(local_site.spack_dir())],
-        "specs": specs,
-        "view": False,
-        "concretizer": {"unify": False},
-    }
-    if with_our_repo:
-        config["repos"] = {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")}
-    (env_dir / "spack.yaml").write_text(yaml.safe_dump({"spack": config}, sort_keys=False))
+    env_dir = local_site.write_environment(
+        paths.state_dir() / "perf-envs" / name,
+        specs,
+        our_repo=with_our_repo,
+        concretizer={"unify": False},
+    )
     spack.run("-e", env_dir, "concretize", "--fresh", "--force")
     spack.run("-e", env_dir, "install")
     return env_dir
