@@ -42,6 +42,21 @@ def cmd_compare(args):
     return 0
 
 
+def cmd_references(args):
+    from sitebench import propose
+
+    path = paths.site_config_dir(args.site) / "references.yaml"
+    change, notes = propose.apply(args.site, path, last=args.last, write=args.write)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    if not change:
+        print(f"{path} already holds these references")
+    else:
+        print(change, end="")
+        print(f"\n==> {'written to' if args.write else 'not written (add --write)'}: {path}")
+    return 0
+
+
 def cmd_mirror(args):
     from sitebench import mirror
 
@@ -86,7 +101,10 @@ def cmd_env(_args):
 
 
 def cmd_test(args):
-    cmd = [sys.executable, "-m", "pytest", str(paths.ROOT / "tests"), *args.pytest_args]
+    # Test files or directories named on the command line replace the whole suite.
+    named = [a for a in args.pytest_args if not a.startswith("-") and "tests" in a]
+    where = [] if named else [str(paths.ROOT / "tests")]
+    cmd = [sys.executable, "-m", "pytest", *where, *args.pytest_args]
     return subprocess.run(cmd, cwd=paths.ROOT).returncode
 
 
@@ -117,6 +135,14 @@ def parser():
     cmp_.add_argument("b", help="SITE or SITE/RUN")
     cmp_.add_argument("--format", choices=("table", "csv", "json"), default="table")
     cmp_.set_defaults(func=cmd_compare)
+
+    ref = sub.add_parser(
+        "references", help="propose a site's references from its last runs (diff, --write)"
+    )
+    ref.add_argument("site", help="site under site-configs/ and results/")
+    ref.add_argument("--last", type=int, default=5, help="runs to use (default 5, at least 3)")
+    ref.add_argument("--write", action="store_true", help="write the file after the diff")
+    ref.set_defaults(func=cmd_references)
 
     mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")
     mir.add_argument("directory", help="where to put the mirror (carry it to the site)")

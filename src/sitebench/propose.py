@@ -1,0 +1,158 @@
+"""References from history: propose ``references.yaml`` entries from a site's last runs.
+
+Each check names the variables its references are indexed by (its
+``reference_keys``, logged in every run's report); the proposal indexes each
+check by ``$processor.arch`` (the run's ``cpu_arch``) and those keys.
+
+Rule (noise-aware, stated): over the last N runs of the site, for each
+check, parameter set and figure, the value is the median; the run-to-run
+noise is sigma = 1.4826 x MAD / median (as in ``compare``), and the
+tolerance on the losing side is max(SIGMAS x sigma, MIN_TOLERANCE). The
+winning side stays open (null): a faster run never fails. Which side loses
+follows the unit: times and latencies (s, ms, us) lose upwards, every other
+figure (rates, bandwidths, Mop/s...) loses downwards. Figures whose median
+is 0 (error counts) get no reference: their sanity decides.
+"""
+
+import difflib
+import math
+import statistics
+
+import yaml
+
+from sitebench.errors import SitebenchError
+from sitebench.files import write_atomic
+from sitebench.results import load_runs
+
+MIN_RUNS = 3
+SIGMAS = 3.0
+MIN_TOLERANCE = 0.05
+MAD_TO_SIGMA = 1.4826
+LOWER_IS_BETTER_UNITS = {"s", "ms", "us", "ns"}
+
+
+def _cases(run):
+    """The last attempt of each non-fixture test case of a run."""
+    latest = {}
+    for attempt in run.report.get("runs", []):
+        for case in attempt.get("testcases", []):
+            latest[case.get("unique_name") or case.get("display_name")] = case
+    return [c for c in latest.values() if not c.get("fixture")]
+
+
+def _noise(values, median):
+    mad = statistics.median(abs(v - median) for v in values)
+    return MAD_TO_SIGMA * mad / abs(median)
+
+
+def _round(value):
+    """Three significant digits: more would pretend a precision the noise does not have."""
+    if value == 0:
+        return 0
+    digits = 2 - int(math.floor(math.log10(abs(value))))
+    rounded = round(value, digits)
+    return int(rounded) if digits <= 0 else rounded
+
+
+def collect(site, last, root=None, warn=None):
+    """{(check, arch, key values, figure): (values, unit, keys)} over the last runs."""
+    runs = load_runs(site, root, warn)[-last:]
+    samples = {}
+    for run in runs:
+        arch = run.provenance.get("cpu_arch")
+        if not arch:
+            continue
+        for case in _cases(run):
+            keys = case.get("reference_keys")
+            if not isinstance(keys, list):
+                continue  # a check that does not declare its reference index
+            check = (case.get("display_name") or case["name"]).split(" ")[0]
+            index = tuple(case.get(k) for k in keys)
+            for name, entry in (case.get("perfvalues") or {}).items():
+                value, unit = entry[0], entry[4]
+                if not isinstance(value, (int, float)) or not math.isfinite(value):
+                    continue
+                figure = name.rsplit(":", 1)[-1]
+                slot = samples.setdefault(
+                    (check, arch, index, figure), {"values": [], "unit": unit, "keys": keys}
+                )
+                slot["values"].append(float(value))
+    return runs, samples
+
+
+def propose(site, last=5, root=None, warn=None):
+    """The proposed references mapping and the notes on what was left out."""
+    runs, samples = collect(site, last, root, warn)
+    if len(runs) < MIN_RUNS:
+        raise SitebenchError(
+            f"site {site!r} has {len(runs)} stored run(s); references need at least "
+            f"{MIN_RUNS} to measure the noise",
+            f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
+        )
+    proposal, notes = {}, []
+    for (check, arch, index, figure), slot in sorted(samples.items(), key=str):
+        values = slot["values"]
+        label = f"{check} {dict(zip(slot['keys'], index))} {figure}"
+        if len(values) < MIN_RUNS:
+            notes.append(f"{label}: {len(values)} value(s), need {MIN_RUNS}; left out")
+            continue
+        median = statistics.median(values)
+        if median == 0:
+            notes.append(f"{label}: median 0, left to the check's sanity")
+            continue
+        tolerance = round(max(SIGMAS * _noise(values, median), MIN_TOLERANCE), 2)
+        lower, upper = (
+            (None, tolerance) if slot["unit"] in LOWER_IS_BETTER_UNITS else (-tolerance, None)
+        )
+        block = proposal.setdefault(check, {"$index": ["$processor.arch", *slot["keys"]]})
+        node = block.setdefault(arch, {})
+        for key in index:
+            node = node.setdefault(key, {})
+        node[figure] = [_round(median), lower, upper, slot["unit"]]
+    return proposal, notes, runs
+
+
+def render(site, proposal, runs):
+    header = (
+        f"# References of site {site!r}, proposed by `sitebench references {site}` from its "
+        f"last {len(runs)} runs\n# ({runs[0].name} .. {runs[-1].name}): value = median; the "
+        f"losing side's tolerance = max({SIGMAS:g} x noise, {MIN_TOLERANCE:g}),\n# noise = "
+        f"1.4826 x MAD / median; the winning side is open. Review before committing.\n"
+    )
+    return header + yaml.safe_dump(proposal, sort_keys=False, default_flow_style=None, width=99)
+
+
+def merged(current_text, proposal):
+    """The current file's checks, with the proposed checks replacing theirs."""
+    current = yaml.safe_load(current_text) or {} if current_text else {}
+    if not isinstance(current, dict):
+        raise SitebenchError("the current references file is not a mapping", "fix or empty it")
+    return {**{k: v for k, v in current.items() if k not in proposal}, **proposal}
+
+
+def diff(path, new_text):
+    old = path.read_text() if path.is_file() else ""
+    return "".join(
+        difflib.unified_diff(
+            old.splitlines(keepends=True),
+            new_text.splitlines(keepends=True),
+            fromfile=f"{path} (current)",
+            tofile=f"{path} (proposed)",
+        )
+    )
+
+
+def apply(site, path, last=5, write=False, root=None, warn=None):
+    """Diff (and with ``write``, the new file) of ``path`` against the proposal."""
+    proposal, notes, runs = propose(site, last, root, warn)
+    if not proposal:
+        raise SitebenchError(
+            f"no figure of site {site!r} could be proposed",
+            "; ".join(notes) or "its runs hold no figures of checks with reference_keys",
+        )
+    current = path.read_text() if path.is_file() else ""
+    text = render(site, merged(current, proposal), runs)
+    change = diff(path, text)
+    if write and change:
+        write_atomic(path, text)
+    return change, notes

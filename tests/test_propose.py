@@ -1,0 +1,119 @@
+"""References from history: median, noise-aware tolerance, diff before writing."""
+
+import json
+
+import pytest
+import yaml
+
+from conftest import sitebench
+from sitebench import propose
+from sitebench.errors import SitebenchError
+
+
+def store_run(root, name, triads, latency=None, arch="zen3"):
+    """A run directory as the runner stores it, with STREAM-like and latency-like cases."""
+    cases = [
+        {
+            "name": f"StreamCheck %threads={threads}",
+            "display_name": f"StreamCheck %scale=quick %threads={threads}",
+            "unique_name": f"StreamCheck_{threads}",
+            "fixture": False,
+            "scale": "quick",
+            "num_threads": threads,
+            "reference_keys": ["scale", "num_threads"],
+            "perfvalues": {"local:default:Triad": [value, 0, None, None, "MB/s", "pass"]},
+        }
+        for threads, value in triads.items()
+    ]
+    if latency is not None:
+        cases.append(
+            {
+                "name": "OsuLatency",
+                "display_name": "OsuLatency %scale=quick %mapping=core",
+                "fixture": False,
+                "scale": "quick",
+                "mapping": "core",
+                "reference_keys": ["scale", "mapping"],
+                "perfvalues": {"local:default:latency": [latency, 0, None, None, "us", "pass"]},
+            }
+        )
+    cases.append({"name": "StreamBuild", "fixture": True, "perfvalues": {}})
+    run = root / "local" / name
+    (run / "provenance").mkdir(parents=True)
+    (run / "report.json").write_text(json.dumps({"runs": [{"testcases": cases}]}))
+    (run / "provenance/provenance.json").write_text(json.dumps({"cpu_arch": arch}))
+    return run
+
+
+def test_median_and_tolerance_from_the_spread(tmp_path):
+    # Triad on 1 thread: median 100, MAD 2 -> noise 1.4826 x 2 / 100 = 2.97 %, 3 sigma = 0.09.
+    for i, (t1, lat) in enumerate([(98, 1.0), (100, 1.0), (102, 1.2), (100, 1.0), (110, 0.9)]):
+        store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: t1, 2: 150.0}, latency=lat)
+    proposal, notes, runs = propose.propose("local", last=5, root=tmp_path)
+    assert len(runs) == 5 and notes == []
+    stream = proposal["StreamCheck"]
+    assert stream["$index"] == ["$processor.arch", "scale", "num_threads"]
+    assert stream["zen3"]["quick"][1]["Triad"] == [100, -0.09, None, "MB/s"]
+    # No spread at all still leaves the minimum tolerance.
+    assert stream["zen3"]["quick"][2]["Triad"] == [150, -propose.MIN_TOLERANCE, None, "MB/s"]
+    # A latency loses upwards: the bound is on the upper side.
+    latency = proposal["OsuLatency"]["zen3"]["quick"]["core"]["latency"]
+    assert latency[0] == 1.0 and latency[1] is None and latency[2] > 0
+
+
+def test_only_the_last_runs_count(tmp_path):
+    store_run(tmp_path, "20250101T000000Z-000000", {1: 10.0})
+    for i in range(3):
+        store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0})
+    proposal, _, runs = propose.propose("local", last=3, root=tmp_path)
+    assert [r.name for r in runs][0] == "20260100T000000Z-aaaaa0"
+    assert proposal["StreamCheck"]["zen3"]["quick"][1]["Triad"][0] == 100
+
+
+def test_too_few_runs_is_a_clear_error(tmp_path):
+    store_run(tmp_path, "20260101T000000Z-aaaaaa", {1: 100.0})
+    with pytest.raises(SitebenchError, match="at least 3"):
+        propose.propose("local", root=tmp_path)
+
+
+def test_a_figure_missing_from_some_runs_is_left_out_and_said(tmp_path):
+    store_run(tmp_path, "20260101T000000Z-aaaaaa", {1: 100.0, 2: 150.0})
+    store_run(tmp_path, "20260102T000000Z-aaaaaa", {1: 100.0})
+    store_run(tmp_path, "20260103T000000Z-aaaaaa", {1: 100.0})
+    proposal, notes, _ = propose.propose("local", root=tmp_path)
+    assert 2 not in proposal["StreamCheck"]["zen3"]["quick"]
+    assert any("need 3" in n for n in notes)
+
+
+def test_diff_first_then_write_keeping_other_checks(tmp_path):
+    for i in range(3):
+        store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0 + i})
+    refs = tmp_path / "references.yaml"
+    refs.write_text(
+        "HplCheck:\n  $index: [$processor.arch]\n  zen3:\n    gflops: [50, -0.1, null]\n"
+    )
+    change, _ = propose.apply("local", refs, last=5, root=tmp_path)
+    assert "+StreamCheck:" in change and "HplCheck" in refs.read_text()
+    assert "StreamCheck" not in refs.read_text()  # a diff only, until --write
+    propose.apply("local", refs, last=5, root=tmp_path, write=True)
+    written = yaml.safe_load(refs.read_text())
+    assert written["HplCheck"]["zen3"]["gflops"] == [50, -0.1, None]
+    assert written["StreamCheck"]["zen3"]["quick"][1]["Triad"][0] == 101
+    again, _ = propose.apply("local", refs, last=5, root=tmp_path, write=True)
+    assert again == ""
+
+
+def test_the_written_file_passes_the_validator(tmp_path):
+    from sitebench import references
+
+    for i in range(3):
+        store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0 + i}, latency=1.0 + i / 10)
+    refs = tmp_path / "references.yaml"
+    propose.apply("local", refs, root=tmp_path, write=True)
+    references.validate(refs)
+
+
+def test_command_line_on_a_site_without_runs(results_root):
+    proc = sitebench("references", "local")
+    assert proc.returncode != 0
+    assert "at least 3" in proc.stderr and "Traceback" not in proc.stderr
