@@ -35,7 +35,8 @@ class HplCheck(SitebenchBenchmark):
 
     Parameters: ``scale``. Variables: ``n`` (0: from memory), ``nb``,
     ``memory_fraction``, ``quick_max_n``.
-    Figures: ``gflops`` (Gflop/s of the best test).
+    Figures: ``gflops`` (Gflop/s of the best test); ``gflops_per_watt`` where the
+    partition reads power.
     Sanity: every residual check PASSED, none failed or skipped.
     Fixture: :class:`HplBuild`.
     """
@@ -64,6 +65,7 @@ class HplCheck(SitebenchBenchmark):
     p = variable(int, value=0, loggable=True)
     q = variable(int, value=0, loggable=True)
 
+    energy_figures = {"gflops": "Gflop/s/W"}
     hpl_build = fixture(HplBuild, scope="environment")
     descr = "HPL (Spack-built)"
 

@@ -51,6 +51,7 @@ class StreamCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     num_threads = variable(int, value=0, loggable=True)
 
+    reference_keys = ["scale", "num_threads"]
     stream_build = fixture(StreamBuild, scope="environment")
     num_tasks = 1
     descr = "STREAM memory bandwidth (Spack-built)"

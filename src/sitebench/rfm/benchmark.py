@@ -1,12 +1,17 @@
-"""Base of every run-only sitebench check: scale, references, provenance."""
+"""Base of every run-only sitebench check: scale, references, provenance, energy."""
 
 import os
 
 import reframe as rfm
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
-from reframe.core.builtins import parameter, run_after, variable
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import PerformanceError
 
+from sitebench.energy import EnergyError
+from sitebench.energy.config import power_config
+from sitebench.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_commands
 from sitebench.rfm.scales import SCALES
 
 
@@ -19,6 +24,11 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     microarchitecture and scale); a figure without a reference is logged and
     never fails.
     Logged with every figure: the concrete Spack spec of the binary.
+    Energy: where the partition reads power (``extras['power']``), the
+    figures named in ``energy_figures`` get a ``<figure>_per_watt``
+    companion, beside ``energy_j`` and ``power_w`` of the run; a configured
+    source that gives no reading fails the check after the benchmark's own
+    figures were logged and judged. Without ``extras['power']`` nothing changes.
     """
 
     scale = parameter(SCALES, loggable=True)
@@ -27,6 +37,28 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #:
     #: :type: :class:`str`
     concrete_spec = variable(str, value="", loggable=True)
+
+    #: The variables this check's references are indexed by, after
+    #: ``$processor.arch`` (the ``$index`` of its block in references.yaml).
+    #: Logged, so ``sitebench references`` can propose references from runs.
+    #:
+    #: :type: :class:`List[str]`
+    reference_keys = variable(typ.List[str], value=["scale"], loggable=True)
+
+    #: Figures that get a per-watt companion ``<figure>_per_watt`` where the
+    #: partition reads power: figure name -> unit, e.g. ``{"gflops": "Gflop/s/W"}``.
+    #: A class attribute, not a variable: a property of the check, kept out of perflogs.
+    #:
+    #: :type: :class:`Dict[str, str]`
+    energy_figures = {}
+
+    #: Where ``energy_j``, ``power_w`` and the per-watt figures came from:
+    #: ``rapl`` (CPU packages and DRAM), ``ipmi`` (the node, from its BMC),
+    #: ``slurm`` (the job's nodes, as Slurm accounts them) or empty (none).
+    #: Figures of different sources are not comparable.
+    #:
+    #: :type: :class:`str`
+    power_source = variable(str, value="", loggable=True)
 
     valid_prog_environs = ["+sitebench"]
     maintainers = ["sitebench"]
@@ -37,6 +69,78 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         self.valid_systems = [f"+spack +scale_{self.scale}"]
         self.tags |= {self.scale, "sitebench"}
         self.reference = {"$ref": site_references()}
+
+    @run_after("init")
+    def check_energy_figures(self):
+        unknown = sorted(set(self.energy_figures) - set(self.perf_variables))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.energy_figures names {', '.join(unknown)}, which are "
+                f"not figures of the check ({', '.join(self.perf_variables)})"
+            )
+
+    @run_after("setup")
+    def configure_power(self):
+        part = self.current_partition
+        self._power = power_config(part.fullname, part.extras.get("power"))
+        self._power_error = None
+        if not self._power:
+            return
+        self.power_source = self._power.source
+        scheduler = part.scheduler.registered_name
+        if self._power.source == "slurm" and scheduler not in ("slurm", "squeue"):
+            raise ValueError(
+                f"partition {part.fullname}: extras['power']['source'] is 'slurm' but its "
+                f"scheduler is {scheduler!r}; Slurm energy needs jobs run by Slurm"
+            )
+
+    @run_before("run", always_last=True)
+    def sample_power(self):
+        if not self._power:
+            return
+        # Last before the benchmark and first after it, around the checks' own commands.
+        prerun, postrun = sampler_commands(self._power, self.stagedir)
+        per_node = self.num_tasks_per_node
+        if prerun and per_node and self.num_tasks > per_node:
+            raise ValueError(
+                f"extras['power']['source'] {self._power.source!r} of partition "
+                f"{self.current_partition.fullname} reads one node and this run spans "
+                f"several: use source 'slurm' for multi-node runs"
+            )
+        self.prerun_cmds = self.prerun_cmds + prerun
+        self.postrun_cmds = postrun + self.postrun_cmds
+        # The samples stay with the run's output, where the figures can be checked.
+        self.keep_files = self.keep_files + [SAMPLES_FILE if prerun else SACCT_FILE]
+
+    @run_before("performance", always_last=True)
+    def add_energy_figures(self):
+        if not self._power or self.is_dry_run():
+            return
+        try:
+            energy = measure(self._power, self.stagedir, self.job.jobid)
+        except EnergyError as err:
+            self._power_error = str(err)
+            return
+        power = energy.power_w
+        figures = {
+            name: sn.make_performance_function(self.perf_variables[name] / power, unit)
+            for name, unit in self.energy_figures.items()
+        }
+        self.perf_variables["energy_j"] = sn.make_performance_function(
+            lambda: energy.energy_j, "J"
+        )
+        self.perf_variables["power_w"] = sn.make_performance_function(lambda: power, "W")
+        for name, figure in figures.items():
+            self.perf_variables[f"{name}_per_watt"] = figure
+
+    @run_after("performance", always_last=True)
+    def fail_on_power_error(self):
+        # After the benchmark's own figures were logged and judged, so they are kept.
+        if self._power and self._power_error:
+            raise PerformanceError(
+                f"no energy figures from extras['power'] source {self._power.source!r} of "
+                f"partition {self.current_partition.fullname}: {self._power_error}"
+            )
 
     def processor_cores(self):
         proc = self.current_partition.processor
