@@ -147,3 +147,18 @@ def test_compare_never_modifies_results(results_root):
     sitebench("compare", "local", "local", check=True)
     after = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
     assert before == after
+
+
+def test_failed_stages_keep_their_small_files_only(tmp_path):
+    from sitebench.results import MAX_KEPT_STAGE_FILE, copy_failed_stages
+
+    stage = tmp_path / "stage/local/default/gnu/SysbenchCheck_1"
+    stage.mkdir(parents=True)
+    (stage / "mariadb.err").write_text("[ERROR] mariadbd got signal 9\n")
+    (stage / "ibdata1").write_bytes(b"\0" * (MAX_KEPT_STAGE_FILE + 1))
+    (stage / "mysqld.sock").symlink_to("/tmp/elsewhere/mysqld.sock")
+    copy_failed_stages(tmp_path / "stage", tmp_path / "run/failed-stage")
+    kept = tmp_path / "run/failed-stage/local/default/gnu/SysbenchCheck_1"
+    assert sorted(p.name for p in kept.iterdir()) == ["mariadb.err"]
+    copy_failed_stages(tmp_path / "no-stage", tmp_path / "run2")  # nothing failed: nothing
+    assert not (tmp_path / "run2").exists()

@@ -96,6 +96,26 @@ def copy_into(src, dest):
         shutil.copy2(src, dest)
 
 
+#: Files of a failed case's stage larger than this stay out of the run (data directories,
+#: generated inputs): the logs that explain a failure are small.
+MAX_KEPT_STAGE_FILE = 8 * 1024 * 1024
+
+
+def copy_failed_stages(stage_root, dest):
+    """Keep the small files of the stages ReFrame left behind (its failed cases)."""
+    stage_root, dest = Path(stage_root), Path(dest)
+    if not stage_root.is_dir():
+        return
+    for path in sorted(stage_root.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        if path.stat().st_size > MAX_KEPT_STAGE_FILE:
+            continue
+        target = dest / path.relative_to(stage_root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
 @dataclass
 class Run:
     site: str

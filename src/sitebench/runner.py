@@ -17,7 +17,7 @@ from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
 from sitebench.names import check_name
-from sitebench.results import Incoming, copy_into
+from sitebench.results import Incoming, copy_failed_stages, copy_into
 from sitebench.rfm.scales import SCALES
 
 
@@ -122,6 +122,8 @@ def run(site="local", scale="quick", reframe_args=()):
         code = 1
     copy_into(work / "perflogs", incoming.path / "perflogs")
     copy_into(work / "output", incoming.path / "output")
+    # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
+    copy_failed_stages(work / "stage", incoming.path / "failed-stage")
     provenance.collect(
         incoming.path / "provenance",
         site=site,
