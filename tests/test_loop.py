@@ -13,6 +13,10 @@ from sitebench import paths, runner
 from sitebench.errors import SitebenchError
 
 
+#: Every check of the quick suite on this machine.
+ALL_CHECKS = {"StreamCheck", "HplCheck", "NpbCheck", "ParsecCheck", "SysbenchCheck"}
+
+
 def reframe(*args):
     exe = os.path.join(os.path.dirname(sys.executable), "reframe")
     return subprocess.run(
@@ -36,6 +40,9 @@ def test_checks_are_listed():
     assert "- StreamCheck %scale=quick %threads=all" in proc.stdout
     assert "- HplCheck %scale=quick" in proc.stdout
     assert "^StreamBuild" in proc.stdout and "^HplBuild" in proc.stdout
+    assert "- NpbCheck %scale=quick %benchmark=lu %ranks=all" in proc.stdout
+    assert "- ParsecCheck %scale=quick %benchmark=fluidanimate %threads=all" in proc.stdout
+    assert "- SysbenchCheck %scale=quick %threads=all" in proc.stdout
     assert "%scale=full" not in proc.stdout  # the local site runs quick unless told
 
 
@@ -84,17 +91,21 @@ def test_missing_or_broken_references_stop_before_running(tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_run_twice_store_two_runs_and_compare(results_root, spack):
     # Exit 1 is a check that failed; which phase failed is asserted below.
+    # The whole quick suite, then STREAM and HPL again to compare with.
     first = sitebench("run")
     assert first.returncode in (0, 1), first.stdout[-4000:] + first.stderr[-4000:]
-    second = sitebench("run")
+    second = sitebench("run", "--", "-n", "StreamCheck", "-n", "HplCheck")
     assert second.returncode in (0, 1), second.stdout[-4000:] + second.stderr[-4000:]
     runs = sorted(p for p in (results_root / "local").iterdir())
     assert len(runs) == 2 and not any(p.name.startswith(".") for p in runs)
-    for run in runs:
+    for run, checks in zip(runs, (ALL_CHECKS, {"StreamCheck", "HplCheck"})):
         report = json.loads((run / "report.json").read_text())
         cases = [c for r in report["runs"] for c in r["testcases"]]
         measured = [c for c in cases if c.get("perfvalues")]
-        assert {c["name"].split()[0] for c in measured} == {"StreamCheck", "HplCheck"}
+        assert {c["name"].split()[0] for c in measured} == checks
+        # Every case that ran was measured: none skipped after its build, none failed early.
+        ran = [c for c in cases if not c.get("fixture") and c["result"] != "skip"]
+        assert len(ran) == len(measured), [c["name"] for c in ran if c not in measured]
         # Built, run and verified. Only the performance verdict may fail: this VM's speed
         # drops with its host's other guests (HPL once ran at 57 against a reference of
         # 88.1 -30 %); references are tested deterministically in test_references_decide_*.
@@ -194,5 +205,8 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
     assert value > 0
     if verdict == "fail":
         assert case["fail_phase"] == "performance" and ref == 1.0e6 and lower == -0.1
+        # The message shows the figure, its value, the reference and both bounds.
+        reason = case["fail_reason"]
+        assert f"gflops={value} Gflop/s, expected 1000000.0 (l=900000.0, u=inf)" in reason, reason
     else:
         assert ref == 0 and lower is None  # logged without a reference

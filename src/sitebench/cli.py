@@ -46,7 +46,9 @@ def cmd_references(args):
     from sitebench import propose
 
     path = paths.site_config_dir(args.site) / "references.yaml"
-    change, notes = propose.apply(args.site, path, last=args.last, write=args.write)
+    change, notes = propose.apply(
+        args.site, path, last=args.last, write=args.write, min_tolerance=args.min_tolerance
+    )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     if not change:
@@ -142,6 +144,12 @@ def parser():
     ref.add_argument("site", help="site under site-configs/ and results/")
     ref.add_argument("--last", type=int, default=5, help="runs to use (default 5, at least 3)")
     ref.add_argument("--write", action="store_true", help="write the file after the diff")
+    ref.add_argument(
+        "--min-tolerance",
+        type=float,
+        default=0.05,
+        help="smallest tolerance, a fraction (default 0.05; raise it on shared machines)",
+    )
     ref.set_defaults(func=cmd_references)
 
     mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")

@@ -80,7 +80,7 @@ def collect(site, last, root=None, warn=None):
     return runs, samples
 
 
-def propose(site, last=5, root=None, warn=None):
+def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
     """The proposed references mapping and the notes on what was left out."""
     runs, samples = collect(site, last, root, warn)
     if len(runs) < MIN_RUNS:
@@ -100,7 +100,7 @@ def propose(site, last=5, root=None, warn=None):
         if median == 0:
             notes.append(f"{label}: median 0, left to the check's sanity")
             continue
-        tolerance = round(max(SIGMAS * _noise(values, median), MIN_TOLERANCE), 2)
+        tolerance = round(max(SIGMAS * _noise(values, median), min_tolerance), 2)
         lower, upper = (
             (None, tolerance) if slot["unit"] in LOWER_IS_BETTER_UNITS else (-tolerance, None)
         )
@@ -112,12 +112,13 @@ def propose(site, last=5, root=None, warn=None):
     return proposal, notes, runs
 
 
-def render(site, proposal, runs):
+def render(site, proposal, runs, min_tolerance=MIN_TOLERANCE):
     header = (
-        f"# References of site {site!r}, proposed by `sitebench references {site}` from its "
-        f"last {len(runs)} runs\n# ({runs[0].name} .. {runs[-1].name}): value = median; the "
-        f"losing side's tolerance = max({SIGMAS:g} x noise, {MIN_TOLERANCE:g}),\n# noise = "
-        f"1.4826 x MAD / median; the winning side is open. Review before committing.\n"
+        f"# References of site {site!r}, proposed by `sitebench references {site}` from its\n"
+        f"# last {len(runs)} runs ({runs[0].name} .. {runs[-1].name}).\n"
+        f"# Value = median; the losing side's tolerance = max({SIGMAS:g} x noise, "
+        f"{min_tolerance:g}),\n# noise = 1.4826 x MAD / median; the winning side is open. "
+        f"Review before committing.\n"
     )
     return header + yaml.safe_dump(proposal, sort_keys=False, default_flow_style=None, width=99)
 
@@ -142,16 +143,21 @@ def diff(path, new_text):
     )
 
 
-def apply(site, path, last=5, write=False, root=None, warn=None):
+def apply(site, path, last=5, write=False, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
     """Diff (and with ``write``, the new file) of ``path`` against the proposal."""
-    proposal, notes, runs = propose(site, last, root, warn)
+    if not 0 <= min_tolerance < 1:
+        raise SitebenchError(
+            f"minimum tolerance {min_tolerance} is not a fraction",
+            "give a number from 0 to 1, e.g. 0.05 for 5 %",
+        )
+    proposal, notes, runs = propose(site, last, root, warn, min_tolerance)
     if not proposal:
         raise SitebenchError(
             f"no figure of site {site!r} could be proposed",
             "; ".join(notes) or "its runs hold no figures of checks with reference_keys",
         )
     current = path.read_text() if path.is_file() else ""
-    text = render(site, merged(current, proposal), runs)
+    text = render(site, merged(current, proposal), runs, min_tolerance)
     change = diff(path, text)
     if write and change:
         write_atomic(path, text)
