@@ -14,7 +14,15 @@ from sitebench.errors import SitebenchError
 
 
 #: Every check of the quick suite on this machine.
-ALL_CHECKS = {"StreamCheck", "HplCheck", "NpbCheck", "ParsecCheck", "SysbenchCheck"}
+ALL_CHECKS = {
+    "StreamCheck",
+    "HplCheck",
+    "NpbCheck",
+    "ParsecCheck",
+    "SysbenchCheck",
+    "OsuLatencyCheck",
+    "OsuBandwidthCheck",
+}
 
 
 def reframe(*args):
@@ -43,6 +51,7 @@ def test_checks_are_listed():
     assert "- NpbCheck %scale=quick %benchmark=lu %ranks=all" in proc.stdout
     assert "- ParsecCheck %scale=quick %benchmark=fluidanimate %threads=all" in proc.stdout
     assert "- SysbenchCheck %scale=quick %threads=all" in proc.stdout
+    assert "- OsuLatencyCheck %scale=quick %mapping=core %transport=tcp" in proc.stdout
     assert "%scale=full" not in proc.stdout  # the local site runs quick unless told
 
 

@@ -10,22 +10,18 @@ that check their own results:
 * sysbench: the builtin recipe, built from source against the machine's MariaDB (an external
   that ``sitebench detect`` registers); ``oltp_read_write`` on a private MariaDB server
   started for the test and shut down cleanly afterwards.
-* OSU: the builtin recipe for ``osu-micro-benchmarks@7.2``. Its release tarball
-  (sha256 1a4e1f2a...) is not available offline, and checksums stay on, so the mirror cannot
-  serve it. The only copy is a release import, ``yqin/osu-micro-benchmarks`` branch
-  ``release/7.2`` at commit b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0, kept in the mirror
-  directory outside Spack's layout as ``_unverified/osu-micro-benchmarks-7.2-yqin-b7fc8c5.tar.gz``
-  (``git archive --format=tar --prefix=osu-micro-benchmarks-7.2/ b7fc8c5 | gzip -n``). The test
-  checks that file against its own pinned sha256 and the commit id git stored in the tar,
-  unpacks it into tmp_path and builds it as a Spack *develop* spec,
-  ``osu-micro-benchmarks@=7.2 dev_path=<unpacked tree>``: Spack builds that directory in place
-  with the builtin recipe's configure arguments and fetches nothing, so no checksum is
-  skipped. The built benchmarks must then report themselves as v7.2 and measure every
-  message size up to 4 MiB with 2 ranks.
+* OSU: the sitebench recipe (the builtin one plus ``git``), built from a git commit,
+  ``osu-micro-benchmarks@git.b7fc8c5...=7.2``. The release tarball (sha256 1a4e1f2a..., kept
+  as the builtin 7.2 version for sites with internet) is not available offline; the only copy
+  is a release import, ``yqin/osu-micro-benchmarks`` branch ``release/7.2`` at commit
+  b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0. The mirror holds it where Spack 1.1 looks for a
+  git commit, ``_source-cache/git/yqin/osu-micro-benchmarks.git/<commit>.tar.gz``. A git
+  source has no checksum, so the test checks that the archive's files are exactly the
+  commit's tree (git tree id), that Spack looks for it there, and builds it from the mirror
+  with an empty source cache; the built benchmarks must report themselves as v7.2 and
+  measure every message size from 1 B to 16 MiB with 2 ranks.
 """
 
-import gzip
-import hashlib
 import json
 import os
 import re
@@ -39,8 +35,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import build_in_temp_env
+from conftest import ROOT, build_in_temp_env
 from sitebench import local_site
+from sitebench.parsers import osu as osu_parser
 
 # The source mirror this site was given (no default: a test must not assume a machine).
 MIRROR = Path(os.environ.get("SITEBENCH_MIRROR", "").removeprefix("file://"))
@@ -56,9 +53,13 @@ MPI_ENV = {
 NPB_NAMES = ("cg", "ep", "ft", "is", "lu", "mg")
 NPB_SPEC = f"npb@3.4.3 implementation=mpi names={','.join(NPB_NAMES)} classes=S,W"
 
-OSU_TARBALL = "_unverified/osu-micro-benchmarks-7.2-yqin-b7fc8c5.tar.gz"
-OSU_TARBALL_SHA256 = "a5dd364d3953448bf71c28487733636d35b1df2cdd56412a312c9ab26f1441c2"
 OSU_COMMIT = "b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0"
+OSU_SPEC = f"osu-micro-benchmarks@git.{OSU_COMMIT}=7.2"
+# `git rev-parse b7fc8c5^{tree}` in the yqin/osu-micro-benchmarks snapshot.
+OSU_TREE = "37e3ac77c39aab7d1e8feb67570357f21c942b0d"
+OSU_ARCHIVE = f"_source-cache/git/yqin/osu-micro-benchmarks.git/{OSU_COMMIT}.tar.gz"
+# The builtin recipe's release tarball, which must stay the 7.2 version for online sites.
+OSU_RELEASE_SHA256 = "1a4e1f2aab0e65404b3414e23bd46616184b69b6231ce9313d9c630bd6e633c1"
 
 
 def installed(store, name):
@@ -342,75 +343,107 @@ def test_sysbench_oltp_read_write_on_a_private_mariadb(sysbench, tmp_path):
 # -- OSU micro-benchmarks -----------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def osu_source(tmp_path_factory):
-    """The yqin release import of OMB 7.2, checked and unpacked (see the module docstring)."""
-    tarball = MIRROR / OSU_TARBALL
-    if not tarball.is_file():
-        pytest.skip(f"OSU 7.2 SOURCES NOT IN THE MIRROR: {tarball} is missing")
-    data = tarball.read_bytes()
-    assert hashlib.sha256(data).hexdigest() == OSU_TARBALL_SHA256
-    # git archive writes the commit id into the tar's pax header; git get-tar-commit-id reads it.
-    commit = (
-        subprocess.run(
-            ["git", "get-tar-commit-id"], input=gzip.decompress(data), capture_output=True
-        )
-        .stdout.decode()
-        .strip()
-    )
-    assert commit == OSU_COMMIT
-    top = tmp_path_factory.mktemp("osu-src")
-    with tarfile.open(tarball) as tar:
-        tar.extractall(top, filter="data")
-    tree = top / "osu-micro-benchmarks-7.2"
+def osu_archive():
+    if not os.environ.get("SITEBENCH_MIRROR"):
+        pytest.skip("SITEBENCH_MIRROR not set: no local source mirror to check")
+    archive = MIRROR / OSU_ARCHIVE
+    if not archive.is_file():
+        pytest.fail(f"{archive} missing: the OSU 7.2 sources are not in the mirror")
+    return archive
+
+
+def test_osu_mirror_archive_is_the_pinned_commit(tmp_path):
+    """The archive's files are exactly the commit's tree (a git source has no checksum)."""
+    with tarfile.open(osu_archive()) as tar:
+        tops = {m.name.split("/")[0] for m in tar.getmembers()}
+        assert tops == {"osu-micro-benchmarks"}  # one top directory, as Spack makes it
+        tar.extractall(tmp_path, filter="data")
+    tree = tmp_path / "osu-micro-benchmarks"
+    # `spack mirror create` keeps the clone's .git; the archive made offline has none.
+    shutil.rmtree(tree / ".git", ignore_errors=True)
+    git = ["git", "-C", str(tree), "-c", "core.autocrlf=false"]
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    subprocess.run([*git, "add", "-A", "-f"], check=True)
+    written = subprocess.run([*git, "write-tree"], capture_output=True, text=True, check=True)
+    assert written.stdout.strip() == OSU_TREE
     assert "AC_INIT([OSU-Micro-Benchmarks], [7.2]," in (tree / "configure.ac").read_text()
-    return tree
+
+
+@pytest.mark.spack
+def test_spack_looks_for_osu_where_the_mirror_has_it(tmp_path, spack):
+    """Spack's mirror layout for the pinned commit names the mirror's file; the release
+    tarball stays the 7.2 version (sha256) for sites that can download it."""
+    scope = tmp_path / "scope"
+    scope.mkdir()
+    (scope / "repos.yaml").write_text(
+        f"repos:\n  sitebench: {ROOT / 'spack-repo/spack_repo/sitebench'}\n"
+    )
+    script = tmp_path / "paths.py"
+    script.write_text(
+        "import json\n"
+        "import spack.fetch_strategy as fs, spack.mirrors.layout as layout, spack.repo\n"
+        "import spack.spec\n"
+        "from spack.version import Version\n"
+        f"spec = spack.spec.Spec({OSU_SPEC!r})\n"
+        "cls = spack.repo.PATH.get_pkg_class(spec.name)\n"
+        "fetcher = fs.for_package_version(cls(spec))\n"
+        "print(json.dumps({'path': layout.default_mirror_layout(fetcher, 'x').path,\n"
+        "    'fetcher': type(fetcher).__name__, 'commit': fetcher.commit,\n"
+        "    'namespace': cls.namespace, 'git': cls.git,\n"
+        "    'release': cls.versions[Version('7.2')].get('sha256')}))\n"
+    )
+    proc = spack.run("-C", scope, "python", script, capture=True, check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert Path(found["path"]) == Path(OSU_ARCHIVE)
+    assert found["fetcher"] == "GitFetchStrategy" and found["commit"] == OSU_COMMIT
+    assert found["namespace"] == "sitebench"
+    assert found["git"] == "https://github.com/yqin/osu-micro-benchmarks.git"
+    assert found["release"] == OSU_RELEASE_SHA256
+    osu_archive()
+
+
+class _FreshSourceCache:
+    """The session's Spack with a private source cache: the sources come from the mirror."""
+
+    def __init__(self, spack, cache):
+        self._spack, self._cache = spack, cache
+
+    def run(self, *args, **kwargs):
+        return self._spack.run("-c", f"config:source_cache:{self._cache}", *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._spack, name)
 
 
 @pytest.fixture(scope="module")
-def osu(spack, tmp_path_factory, osu_source):
-    spec = f"osu-micro-benchmarks@=7.2 dev_path={osu_source}"
-    store = build_in_temp_env(spack, tmp_path_factory.mktemp("osu"), [spec])
+def osu(spack, tmp_path_factory):
+    osu_archive()
+    top = tmp_path_factory.mktemp("osu")
+    store = build_in_temp_env(_FreshSourceCache(spack, top / "cache"), top, [OSU_SPEC])
     return installed(store, "osu-micro-benchmarks")
-
-
-def osu_rows(out):
-    """Message size -> value from an OSU pt2pt output (comment lines start with #)."""
-    rows = {}
-    for line in out.splitlines():
-        fields = line.split()
-        if len(fields) == 2 and fields[0].isdigit():
-            rows[int(fields[0])] = float(fields[1])
-    return rows
 
 
 @pytest.mark.spack
 @pytest.mark.slow
-def test_osu_is_a_develop_build_of_the_checked_tree(osu, osu_source):
+def test_osu_is_built_from_the_pinned_commit(osu):
     prefix, nodes = osu
-    assert nodes["osu-micro-benchmarks"]["version"] == "7.2"
-    assert nodes["osu-micro-benchmarks"]["parameters"]["dev_path"] == str(osu_source)
-    assert (osu_source / "c/mpi/pt2pt/standard/osu_latency").is_file()  # built in place
+    node = nodes["osu-micro-benchmarks"]
+    assert node["version"] == f"git.{OSU_COMMIT}=7.2"
+    assert node["parameters"]["commit"] == OSU_COMMIT
+    assert nodes["openmpi"].get("external"), "OSU must use the site's MPI"
     args = (prefix / ".spack/spack-configure-args.txt").read_text()
     assert "CC=" in args and "mpicc" in args
 
 
 @pytest.mark.spack
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "program, header, unit",
-    [
-        ("osu_latency", "# OSU MPI Latency Test v7.2", "Latency (us)"),
-        ("osu_bw", "# OSU MPI Bandwidth Test v7.2", "Bandwidth (MB/s)"),
-    ],
-)
-def test_osu_pt2pt_with_two_ranks(osu, tmp_path, program, header, unit):
+@pytest.mark.parametrize("program, kind", [("osu_latency", "Latency"), ("osu_bw", "Bandwidth")])
+def test_osu_pt2pt_with_two_ranks(osu, tmp_path, program, kind):
     prefix, nodes = osu
     exe = prefix / "libexec/osu-micro-benchmarks/mpi/pt2pt" / program
-    out = mpirun(nodes, 2, exe, cwd=tmp_path)
+    out = mpirun(nodes, 2, exe, "-m", "1:16777216", "-x", "2", "-i", "10", cwd=tmp_path)
     (tmp_path / f"{program}.txt").write_text(out)
-    assert out.splitlines()[0].strip() == header, out
-    assert re.search(rf"^# Size\s+{re.escape(unit)}", out, re.M), out
-    rows = osu_rows(out)
-    assert 1 in rows and 4194304 in rows and max(rows) == 4194304, out
-    assert all(value > 0 for value in rows.values()), out
+    result = osu_parser.parse(out)
+    assert (result.kind, result.version) == (kind, "7.2"), out
+    assert osu_parser.missing_sizes(result, 1, 16777216) == [], out

@@ -1,0 +1,250 @@
+"""OSU MPI ping-pong: latency and bandwidth of two ranks, by process mapping and transport."""
+
+import os
+import re
+import sys
+
+# Plain `reframe -c reframe-checks` works without installing sitebench.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
+
+import reframe as rfm  # noqa: E402
+import reframe.utility.sanity as sn  # noqa: E402
+from reframe.core.builtins import (  # noqa: E402
+    fixture,
+    parameter,
+    performance_function,
+    run_after,
+    sanity_function,
+    variable,
+)
+
+from sitebench.parsers import osu  # noqa: E402
+from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+
+#: Where the two ranks sit. Open MPI's mpirun places them with ``--map-by`` and binds each
+#: to one core; ``--report-bindings`` prints where they went, which sanity checks.
+#: For Slurm's srun the same mappings would be ``--distribution=block:block``,
+#: ``--distribution=cyclic:cyclic`` (with ``--ntasks-per-socket=1``) and
+#: ``--ntasks-per-node=1``, each with ``--cpu-bind=verbose,cores``; they are not used
+#: here because no srun site has run them yet (add them beside these when one does).
+MAPPING_OPTIONS = {
+    "mpirun": {
+        "core": ["--map-by", "core", "--bind-to", "core", "--report-bindings"],
+        "socket": ["--map-by", "socket", "--bind-to", "core", "--report-bindings"],
+        "node": ["--map-by", "node", "--bind-to", "core", "--report-bindings"],
+    },
+}
+
+#: Transport -> the Open MPI BTL that must carry the messages between the two ranks.
+#: Chosen by environment variables (not mpirun options), so any launcher passes them on;
+#: ``btl_base_verbose=1`` makes every process print which BTL it uses for each peer.
+TRANSPORT_BTL = {"shm": "vader", "tcp": "tcp"}
+
+#: Warm-up and timed iterations (``-x``, ``-i``) at the quick scale; the full scale runs
+#: OSU's own defaults (latency 100/10000 below 8 KiB, 10/1000 above; bandwidth 10/100, 2/20).
+QUICK_ITERATIONS = {"osu_latency": (20, 200), "osu_bw": (2, 20)}
+
+
+class OsuBuild(SpackBuild):
+    """The site's OSU Micro-Benchmarks, built against its MPI."""
+
+    spack_spec = "osu-micro-benchmarks"
+
+
+class OsuPingPong(SitebenchBenchmark):
+    """Two ranks of one OSU point-to-point benchmark, mapped and connected as asked.
+
+    Parameters: ``scale``, ``mapping`` (core: both ranks on one socket, different cores;
+    socket: on two sockets; node: on two nodes), ``transport`` (shm: Open MPI's
+    shared-memory BTL vader; tcp: its TCP BTL, over loopback when both ranks share a host).
+    A mapping the partition cannot offer is skipped, saying why.
+    Variables: ``min_size``, ``max_size`` (bytes, powers of two), ``num_warmup_iters``,
+    ``num_iters`` (0: the scale's default), ``tcp_interfaces``.
+    Sanity: the OSU header and the version of the Spack spec, a finite positive value for
+    every size from ``min_size`` to ``max_size``, no Open MPI error, the bindings
+    mpirun reported match the mapping and the BTL Open MPI reported is the transport's.
+    Fixture: :class:`OsuBuild`.
+    """
+
+    mapping = parameter(["core", "socket", "node"], loggable=True)
+    transport = parameter(list(TRANSPORT_BTL), loggable=True)
+
+    #: Smallest message (bytes).
+    #:
+    #: :type: :class:`int`
+    min_size = variable(int, value=1, loggable=True)
+
+    #: Largest message (bytes): 16 MiB.
+    #:
+    #: :type: :class:`int`
+    max_size = variable(int, value=16777216, loggable=True)
+
+    #: Warm-up iterations per size (``-x``); 0: the scale's default.
+    #:
+    #: :type: :class:`int`
+    num_warmup_iters = variable(int, value=0, loggable=True)
+
+    #: Timed iterations per size (``-i``); 0: the scale's default.
+    #:
+    #: :type: :class:`int`
+    num_iters = variable(int, value=0, loggable=True)
+
+    #: Network interfaces for TCP between nodes (``btl_tcp_if_include``); on one host TCP
+    #: always goes over loopback. Empty: Open MPI's choice.
+    #:
+    #: :type: :class:`str`
+    tcp_interfaces = variable(str, value="")
+
+    #: The Open MPI BTL the transport must use (vader, tcp).
+    #:
+    #: :type: :class:`str`
+    btl = variable(str, value="", loggable=True)
+
+    osu_build = fixture(OsuBuild, scope="environment")
+    # references.yaml: $index [$processor.arch, scale, mapping, transport]
+    reference_keys = ["scale", "mapping", "transport"]
+    num_tasks = 2
+    num_cpus_per_task = 1
+
+    #: Set by the subclasses: program name and the title of its output.
+    benchmark = ""
+    osu_kind = ""
+
+    @run_after("setup")
+    def place_ranks(self):
+        part = self.current_partition
+        proc = part.processor
+        self.processor_cores()  # a clear error when the topology is unknown
+        if self.mapping == "core":
+            self.skip_if(
+                (proc.num_cores_per_socket or 0) < 2,
+                f"mapping core needs 2 cores on one socket; {part.fullname} has "
+                f"{proc.num_cores_per_socket}",
+            )
+        elif self.mapping == "socket":
+            self.skip_if(
+                (proc.num_sockets or 0) < 2,
+                f"mapping socket needs 2 sockets; {part.fullname} has {proc.num_sockets}",
+            )
+        else:
+            nodes = 1 if part.scheduler.registered_name == "local" else part.extras.get("nodes")
+            self.skip_if(
+                not nodes or nodes < 2,
+                f"mapping node needs 2 nodes; {part.fullname} "
+                + (
+                    f"has {nodes}"
+                    if nodes
+                    else "does not say how many it has (set extras['nodes'])"
+                ),
+            )
+            self.skip_if(
+                self.transport == "shm", "shared memory does not reach a rank on another node"
+            )
+        launcher = self.job.launcher.registered_name
+        options = MAPPING_OPTIONS.get(launcher)
+        self.skip_if(
+            options is None,
+            f"the mappings are written for {', '.join(MAPPING_OPTIONS)}; {part.fullname} "
+            f"launches with {launcher} (add its options to MAPPING_OPTIONS in osu.py)",
+        )
+        self.job.launcher.options = list(options[self.mapping])
+        self.num_tasks_per_node = 1 if self.mapping == "node" else 2
+
+    @run_after("setup")
+    def choose_transport(self):
+        self.btl = TRANSPORT_BTL[self.transport]
+        chosen = {
+            "OMPI_MCA_pml": "ob1",
+            "OMPI_MCA_btl": f"self,{self.btl}",
+            "OMPI_MCA_btl_base_verbose": "1",
+        }
+        if self.transport == "tcp":
+            interfaces = "lo" if self.mapping != "node" else self.tcp_interfaces
+            if interfaces:
+                chosen["OMPI_MCA_btl_tcp_if_include"] = interfaces
+        # A user's -S env_vars=... wins; sanity still checks the BTL actually used.
+        self.env_vars = {**chosen, **self.env_vars}
+
+    @run_after("setup")
+    def set_command(self):
+        warmup, iters = QUICK_ITERATIONS[self.benchmark] if self.scale == "quick" else (0, 0)
+        self.num_warmup_iters = self.num_warmup_iters or warmup
+        self.num_iters = self.num_iters or iters
+        self.executable = self.binary(
+            self.osu_build, f"libexec/osu-micro-benchmarks/mpi/pt2pt/{self.benchmark}"
+        )
+        self.executable_opts = ["-m", f"{self.min_size}:{self.max_size}"]
+        if self.num_warmup_iters:
+            self.executable_opts += ["-x", str(self.num_warmup_iters)]
+        if self.num_iters:
+            self.executable_opts += ["-i", str(self.num_iters)]
+
+    def stderr_text(self):
+        with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:
+            return fp.read()
+
+    def result(self):
+        return osu.parse(self.stdout_text())
+
+    def spec_version(self):
+        """The OSU version of the concrete spec (``@7.2``, ``@git.<commit>=7.2``)."""
+        match = re.search(r"@(?:git\.\w+=)?([^\s~+]+)", self.concrete_spec)
+        return match.group(1) if match else None
+
+    @sanity_function
+    def ran_as_asked(self):
+        found = osu.problems(
+            self.stdout_text(),
+            self.stderr_text(),
+            kind=self.osu_kind,
+            mapping=self.mapping,
+            btl=self.btl,
+            min_size=self.min_size,
+            max_size=self.max_size,
+            version=self.spec_version(),
+        )
+        return sn.assert_true(not found, msg="; ".join(found))
+
+
+@rfm.simple_test
+class OsuLatencyCheck(OsuPingPong):
+    """osu_latency: half the round-trip time of a blocking ping-pong.
+
+    Figures: ``latency_small`` (us, at ``min_size``, 1 B by default), ``latency_large``
+    (us, at ``max_size``, 16 MiB by default). See :class:`OsuPingPong`.
+    """
+
+    benchmark = "osu_latency"
+    osu_kind = "Latency"
+    descr = "OSU MPI latency (Spack-built)"
+
+    @performance_function("us")
+    def latency_small(self):
+        return self.result().values[self.min_size]
+
+    @performance_function("us")
+    def latency_large(self):
+        return self.result().values[self.max_size]
+
+
+@rfm.simple_test
+class OsuBandwidthCheck(OsuPingPong):
+    """osu_bw: one-way bandwidth, 64 messages in flight per iteration.
+
+    Figures: ``bandwidth_peak`` (MB/s, the largest over all sizes),
+    ``bandwidth_peak_size`` (B, the size where it was reached).
+    See :class:`OsuPingPong`.
+    """
+
+    benchmark = "osu_bw"
+    osu_kind = "Bandwidth"
+    descr = "OSU MPI bandwidth (Spack-built)"
+
+    @performance_function("MB/s")
+    def bandwidth_peak(self):
+        return self.result().peak[1]
+
+    @performance_function("B")
+    def bandwidth_peak_size(self):
+        return self.result().peak[0]

@@ -1,0 +1,260 @@
+"""OSU Micro-Benchmarks point-to-point output (osu_latency, osu_bw) and what Open MPI says
+about the run on stderr: where each rank was bound and which transport carried the messages.
+
+stdout of a complete run::
+
+    # OSU MPI Latency Test v7.2
+    # Size          Latency (us)
+    # Datatype: MPI_CHAR.
+    1                       0.11
+    ...
+    16777216             1234.56
+
+stderr, with ``mpirun --report-bindings`` and ``OMPI_MCA_btl_base_verbose=1``::
+
+    [vm:27876] MCW rank 0 bound to socket 0[core 0[hwt 0]]: [B/.]
+    [vm:27881] mca: bml: Using tcp btl for send to [[26,1],0] on node vm
+"""
+
+import math
+import re
+from dataclasses import dataclass, field
+
+from . import ParseError
+
+#: The figure each benchmark prints, by the title in its header.
+UNITS = {"Latency": "us", "Bandwidth": "MB/s"}
+
+_HEADER = re.compile(r"^# OSU MPI (?:(\S+) )?(Latency|Bandwidth) Test v(\S+)\s*$", re.MULTILINE)
+_COLUMNS = re.compile(r"^# Size\s+(Latency \(us\)|Bandwidth \(MB/s\))\s*$", re.MULTILINE)
+_ROW = re.compile(r"^(\d+)\s+(\S+)\s*$")
+# "[vm:27876] MCW rank 1 bound to socket 0[core 1[hwt 0]]: [./B]"; several cores are listed
+# as "socket 0[core 0[hwt 0]], socket 0[core 1[hwt 0]]".
+_BOUND = re.compile(r"^\[([^:\]]+):\d+\] MCW rank (\d+) bound to (.*?): \[", re.MULTILINE)
+_UNBOUND = re.compile(r"^\[([^:\]]+):\d+\] MCW rank (\d+) is not bound", re.MULTILINE)
+_PLACE = re.compile(r"socket (\d+)\[core (\d+)")
+# "[vm:27881] mca: bml: Using tcp btl for send to [[26,1],0] on node vm"
+_BML = re.compile(
+    r"^\[([^:\]]+):(\d+)\] mca: bml: Using (\w+) btl for send to \[\[\d+,\d+\],(\d+)\]",
+    re.MULTILINE,
+)
+# Open MPI explains problems in blocks framed by dashed lines (warnings too); these lines
+# mean that a process failed.
+_BLOCK = re.compile(r"^-{20,}\n(.*?)\n-{20,}$", re.MULTILINE | re.DOTALL)
+_FAILED = re.compile(
+    r"^(?:\[[^\]]*\] \*\*\* )?(.*(?:An error occurred in MPI_\w+|MPI_ABORT was invoked"
+    r"|exited on signal|exited with non-zero status|noticed that process rank).*)$",
+    re.MULTILINE,
+)
+
+
+@dataclass
+class OsuResult:
+    """One OSU point-to-point run: its title, version and value per message size."""
+
+    kind: str  # "Latency" or "Bandwidth"
+    version: str
+    unit: str
+    values: dict = field(default_factory=dict)  # message size (B) -> us or MB/s
+
+    @property
+    def smallest(self):
+        """(size, value) of the smallest message measured."""
+        size = min(self.values)
+        return size, self.values[size]
+
+    @property
+    def largest(self):
+        """(size, value) of the largest message measured."""
+        size = max(self.values)
+        return size, self.values[size]
+
+    @property
+    def peak(self):
+        """(size, value) of the largest value; the smallest size wins a tie."""
+        size = max(self.values, key=lambda s: (self.values[s], -s))
+        return size, self.values[size]
+
+
+@dataclass
+class Binding:
+    """Where Open MPI bound one rank: host, and the (socket, core) pairs of its cpuset."""
+
+    rank: int
+    host: str
+    places: tuple  # ((socket, core), ...); empty: not bound
+
+    @property
+    def sockets(self):
+        return {s for s, _ in self.places}
+
+    @property
+    def cores(self):
+        return set(self.places)
+
+
+def parse(text):
+    """Parse one osu_latency or osu_bw run; raise ParseError naming what is missing."""
+    if not text.strip():
+        raise ParseError("OSU output is empty")
+    header = _HEADER.search(text)
+    if not header:
+        raise ParseError("OSU output has no '# OSU MPI ... Test v<version>' header")
+    kind, version = header.group(2), header.group(3)
+    columns = _COLUMNS.search(text)
+    if not columns:
+        raise ParseError(f"OSU {kind} output has no '# Size  {kind} (...)' column header")
+    values = {}
+    for line in text[columns.end() :].splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        row = _ROW.match(line)
+        if not row:
+            raise ParseError(f"OSU {kind} output has a line that is not 'size value': {line!r}")
+        size, raw = int(row.group(1)), row.group(2)
+        try:
+            value = float(raw)
+        except ValueError:
+            raise ParseError(f"OSU {kind} at {size} B is not a number: {raw!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise ParseError(f"OSU {kind} at {size} B is not a positive finite number: {raw}")
+        if size in values:
+            raise ParseError(f"OSU {kind} output lists {size} B twice")
+        values[size] = value
+    if not values:
+        raise ParseError(f"OSU {kind} output has no measurement (MPI failed to start?)")
+    return OsuResult(kind=kind, version=version, unit=UNITS[kind], values=values)
+
+
+def sizes(min_size, max_size):
+    """The message sizes OSU measures between two powers of two: min, 2 min, ..., max."""
+    if min_size < 1 or max_size < min_size:
+        raise ValueError(f"message sizes {min_size}:{max_size}: need 1 <= min <= max")
+    out, size = [], min_size
+    while size <= max_size:
+        out.append(size)
+        size *= 2
+    return out
+
+
+def missing_sizes(result, min_size, max_size):
+    """Sizes from ``min_size`` to ``max_size`` that the run did not report."""
+    return [s for s in sizes(min_size, max_size) if s not in result.values]
+
+
+def bindings(stderr):
+    """rank -> Binding, from ``mpirun --report-bindings`` lines; ranks not bound have no places."""
+    found = {}
+    for host, rank, where in _BOUND.findall(stderr):
+        places = tuple((int(s), int(c)) for s, c in _PLACE.findall(where))
+        found[int(rank)] = Binding(int(rank), host, places)
+    for host, rank in _UNBOUND.findall(stderr):
+        found[int(rank)] = Binding(int(rank), host, ())
+    return found
+
+
+def transports(stderr):
+    """Open MPI BTLs that carried messages between different processes (not ``self``).
+
+    From the ``mca: bml: Using <btl> btl for send to [[job,1],<rank>]`` lines that
+    ``OMPI_MCA_btl_base_verbose=1`` prints once per pair of processes.
+    """
+    return {btl for _host, _pid, btl, _peer in _BML.findall(stderr) if btl != "self"}
+
+
+def mpi_failed(stderr):
+    """True when Open MPI says a process failed (not for its warnings)."""
+    return bool(_FAILED.search(stderr))
+
+
+def mpi_error(stderr):
+    """What Open MPI said first, in one sentence: its first framed message, else its first
+    failure line; empty when it said nothing."""
+    block = _BLOCK.search(stderr)
+    if block:
+        text = " ".join(block.group(1).split())
+        return text.split(". ")[0].rstrip(".") + "."
+    failed = _FAILED.search(stderr)
+    return " ".join(failed.group(1).split()) if failed else ""
+
+
+def mapping_problem(found, mapping, ranks=2):
+    """Why the bindings in ``found`` are not ``mapping`` (core, socket, node); None if they are.
+
+    core: one host, one socket, each rank on its own distinct core; socket: one host, each
+    rank on its own socket; node: each rank on its own host.
+    """
+    if mapping not in ("core", "socket", "node"):
+        raise ValueError(f"unknown mapping {mapping!r}: core, socket or node")
+    if sorted(found) != list(range(ranks)):
+        return (
+            f"mpirun reported bindings for ranks {sorted(found)}, expected 0..{ranks - 1} "
+            f"(no --report-bindings lines on stderr?)"
+        )
+    ranked = [found[r] for r in range(ranks)]
+    unbound = [b.rank for b in ranked if not b.places]
+    if unbound:
+        return f"ranks {unbound} are not bound to cores (mapping {mapping} asks for binding)"
+    hosts = [b.host for b in ranked]
+    where = "; ".join(f"rank {b.rank} on {b.host} cores {sorted(b.cores)}" for b in ranked)
+    if mapping == "node":
+        if len(set(hosts)) != ranks:
+            return f"mapping node wants one rank per host, got {where}"
+        return None
+    if len(set(hosts)) != 1:
+        return f"mapping {mapping} wants both ranks on one host, got {where}"
+    if any(len(b.sockets) != 1 for b in ranked):
+        return f"mapping {mapping} wants each rank within one socket, got {where}"
+    sockets = [next(iter(b.sockets)) for b in ranked]
+    cores = [b.cores for b in ranked]
+    if any(a & b for i, a in enumerate(cores) for b in cores[i + 1 :]):
+        return f"mapping {mapping} wants the ranks on different cores, got {where}"
+    if mapping == "core" and len(set(sockets)) != 1:
+        return f"mapping core wants both ranks on one socket, got {where}"
+    if mapping == "socket" and len(set(sockets)) != ranks:
+        return f"mapping socket wants each rank on its own socket, got {where}"
+    return None
+
+
+def problems(stdout, stderr, *, kind, mapping, btl, min_size=1, max_size=16777216, version=None):
+    """Everything that keeps a run from counting, one message each; [] for a good run.
+
+    ``kind``: "Latency" or "Bandwidth"; ``btl``: the Open MPI BTL the run had to use
+    between the two ranks (``vader``, ``tcp``); ``version``: the OSU version the binary
+    was built as (None: not checked).
+    """
+    said = mpi_error(stderr)
+    because = f"; Open MPI: {said}" if said else ""
+    try:
+        result = parse(stdout)
+    except ParseError as err:
+        return [f"{err}{because}"]
+    found = []
+    if result.kind != kind:
+        found.append(f"OSU ran the {result.kind} test, expected {kind}")
+    if version and result.version != version:
+        found.append(f"OSU printed v{result.version}, the binary was built as {version}")
+    missing = missing_sizes(result, min_size, max_size)
+    if missing:
+        found.append(
+            f"OSU {result.kind} has no result for {len(missing)} message sizes "
+            f"({', '.join(map(str, missing))} B): truncated run, or -m below {max_size}"
+            f"{because}"
+        )
+    elif mpi_failed(stderr):
+        found.append(f"Open MPI reported a failure: {said}")
+    problem = mapping_problem(bindings(stderr), mapping)
+    if problem:
+        found.append(problem)
+    used = transports(stderr)
+    if not used:
+        found.append(
+            f"transport: Open MPI printed no 'mca: bml: Using <btl> btl' line, expected {btl} "
+            f"(OMPI_MCA_btl_base_verbose unset, or not Open MPI?)"
+        )
+    elif used != {btl}:
+        found.append(
+            f"transport: Open MPI used {', '.join(sorted(used))} between the ranks, "
+            f"expected {btl}"
+        )
+    return found
