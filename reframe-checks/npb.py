@@ -71,7 +71,7 @@ class NpbCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     num_ranks = variable(int, value=0, loggable=True)
 
-    reference_keys = ["scale", "benchmark", "num_ranks"]
+    reference_keys = ["scale", "benchmark", "npb_class", "num_ranks"]
     energy_figures = {"mops_total": "Mop/s/W"}
     npb_build = fixture(NpbBuild, scope="environment")
     descr = "NPB-MPI (Spack-built)"

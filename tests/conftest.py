@@ -83,3 +83,15 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     proc = spack.run("-e", env_dir, "install", "--fresh", capture=True, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return tmp_path / "store"
+
+
+def unjudged(spack):
+    """Spack's environment for ReFrame, with no references: for tests of sanity only.
+
+    Their runs are shortened or perturbed on purpose, so the site's references do not apply;
+    the references themselves are tested in test_loop.py.
+    """
+    empty = ROOT / ".sitebench" / "no-references.yaml"
+    empty.parent.mkdir(exist_ok=True)
+    empty.write_text("{}\n")
+    return {**spack.environ(), "SITEBENCH_REFERENCES": str(empty)}

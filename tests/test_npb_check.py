@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, npb
 
 NPB = FIXTURES / "npb"
@@ -211,7 +211,7 @@ def test_reframe_fails_a_run_whose_verification_failed(tmp_path, spack):
                 "--report-file",
                 str(report),
             ],
-            env=spack.environ(),
+            env=unjudged(spack),
             capture_output=True,
             text=True,
             cwd=ROOT,

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, osu
 
 OSU = FIXTURES / "osu"
@@ -228,7 +228,7 @@ def reframe(spack, tmp_path, name, *options):
             "--report-file",
             str(report),
         ],
-        env=spack.environ(),
+        env=unjudged(spack),
         capture_output=True,
         text=True,
         cwd=ROOT,

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, parsec
 
 HERE = FIXTURES / "parsec"
@@ -400,7 +400,7 @@ def test_selected_count_pulls_in_the_one_thread_run(tmp_path, spack):
         "ParsecCheck.fluid_input=in_35K.fluid",
         "-S",
         "ParsecCheck.frames=20",
-        env=spack.environ(),
+        env=unjudged(spack),
     )
     one = cases.get("ParsecCheck %scale=quick %benchmark=fluidanimate %threads=1")
     all_ = cases.get("ParsecCheck %scale=quick %benchmark=fluidanimate %threads=all")
@@ -454,7 +454,7 @@ def test_failing_runs_fail_the_check_with_their_cause(tmp_path, spack):
         "fluid_input=in_5K.fluid",
         "-S",
         "frames=1",
-        env=spack.environ(),
+        env=unjudged(spack),
         checks=wrong,
     )
     case = cases["ParsecWrongThreads %scale=quick %benchmark=fluidanimate %threads=1"]
@@ -476,7 +476,7 @@ def test_failing_runs_fail_the_check_with_their_cause(tmp_path, spack):
             "-n",
             f"ParsecCheck.*{benchmark}.*threads=1$",
             *options,
-            env=spack.environ(),
+            env=unjudged(spack),
         )
         case = cases[f"ParsecCheck %scale=quick %benchmark={benchmark} %threads=1"]
         assert proc.returncode != 0 and case["result"] == "fail", proc.stdout[-3000:]
@@ -488,7 +488,7 @@ def test_failing_runs_fail_the_check_with_their_cause(tmp_path, spack):
         "ParsecCheck.*blackscholes.*threads=1$",
         "-S",
         "ParsecCheck.num_options=1001",
-        env=spack.environ(),
+        env=unjudged(spack),
     )
     case = cases["ParsecCheck %scale=quick %benchmark=blackscholes %threads=1"]
     assert case["result"] == "fail" and case["fail_phase"] == "setup"

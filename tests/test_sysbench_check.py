@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, sysbench
 from sitebench.rfm import mariadb_server
 
@@ -443,7 +443,7 @@ def reframe_env(spack):
                 f"{spec.upper()} NOT INSTALLED in environments/local: "
                 f"./sitebench spack -e environments/local install"
             )
-    return spack.environ()
+    return unjudged(spack)
 
 
 def reframe(env, prefix, *args, background=False):

@@ -10,8 +10,9 @@ noise is sigma = 1.4826 x MAD / median (as in ``compare``), and the
 tolerance on the losing side is max(SIGMAS x sigma, MIN_TOLERANCE). The
 winning side stays open (null): a faster run never fails. Which side loses
 follows the unit: times and latencies (s, ms, us) lose upwards, every other
-figure (rates, bandwidths, Mop/s...) loses downwards. Figures whose median
-is 0 (error counts) get no reference: their sanity decides.
+figure (rates, bandwidths, Mop/s...) loses downwards. Figures in bytes or
+counts (where a peak was, how many errors) and figures whose median is 0 get
+no reference: they describe the run, and sanity decides on errors.
 """
 
 import difflib
@@ -29,6 +30,8 @@ SIGMAS = 3.0
 MIN_TOLERANCE = 0.05
 MAD_TO_SIGMA = 1.4826
 LOWER_IS_BETTER_UNITS = {"s", "ms", "us", "ns"}
+#: Descriptive figures (where a peak was, how many errors): recorded, not held to a value.
+UNJUDGED_UNITS = {"B", "count"}
 
 
 def _cases(run):
@@ -95,6 +98,9 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
         label = f"{check} {dict(zip(slot['keys'], index))} {figure}"
         if len(values) < MIN_RUNS:
             notes.append(f"{label}: {len(values)} value(s), need {MIN_RUNS}; left out")
+            continue
+        if slot["unit"] in UNJUDGED_UNITS:
+            notes.append(f"{label}: unit {slot['unit']} describes the run; left out")
             continue
         median = statistics.median(values)
         if median == 0:
