@@ -152,13 +152,28 @@ def test_compare_never_modifies_results(results_root):
 def test_failed_stages_keep_their_small_files_only(tmp_path):
     from sitebench.results import MAX_KEPT_STAGE_FILE, copy_failed_stages
 
-    stage = tmp_path / "stage/local/default/gnu/SysbenchCheck_1"
-    stage.mkdir(parents=True)
-    (stage / "mariadb.err").write_text("[ERROR] mariadbd got signal 9\n")
-    (stage / "ibdata1").write_bytes(b"\0" * (MAX_KEPT_STAGE_FILE + 1))
-    (stage / "mysqld.sock").symlink_to("/tmp/elsewhere/mysqld.sock")
-    copy_failed_stages(tmp_path / "stage", tmp_path / "run/failed-stage")
-    kept = tmp_path / "run/failed-stage/local/default/gnu/SysbenchCheck_1"
-    assert sorted(p.name for p in kept.iterdir()) == ["mariadb.err"]
-    copy_failed_stages(tmp_path / "no-stage", tmp_path / "run2")  # nothing failed: nothing
+    stages = {}
+    for name in ("SysbenchCheck_1", "OsuBuild_2"):
+        stages[name] = tmp_path / "stage/local/default/gnu" / name
+        stages[name].mkdir(parents=True)
+        (stages[name] / "rfm_job.out").write_text("output\n")
+    failed = stages["SysbenchCheck_1"]
+    (failed / "mariadb.err").write_text("[ERROR] mariadbd got signal 9\n")
+    (failed / "ibdata1").write_bytes(b"\0" * (MAX_KEPT_STAGE_FILE + 1))
+    (failed / "mysqld.sock").symlink_to("/tmp/elsewhere/mysqld.sock")
+    report = tmp_path / "report.json"
+    cases = [
+        {"name": "SysbenchCheck", "result": "fail", "stagedir": str(failed)},
+        # A fixture whose stage ReFrame left behind, but which passed: not kept.
+        {"name": "OsuBuild", "result": "pass", "stagedir": str(stages["OsuBuild_2"])},
+    ]
+    report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
+    copy_failed_stages(report, tmp_path / "run/failed-stage")
+    kept = tmp_path / "run/failed-stage"
+    assert [p.name for p in kept.iterdir()] == ["SysbenchCheck_1"]
+    assert sorted(p.name for p in (kept / "SysbenchCheck_1").iterdir()) == [
+        "mariadb.err",
+        "rfm_job.out",
+    ]
+    copy_failed_stages(tmp_path / "no-report.json", tmp_path / "run2")
     assert not (tmp_path / "run2").exists()

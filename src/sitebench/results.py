@@ -101,19 +101,26 @@ def copy_into(src, dest):
 MAX_KEPT_STAGE_FILE = 8 * 1024 * 1024
 
 
-def copy_failed_stages(stage_root, dest):
-    """Keep the small files of the stages ReFrame left behind (its failed cases)."""
-    stage_root, dest = Path(stage_root), Path(dest)
-    if not stage_root.is_dir():
+def copy_failed_stages(report_path, dest):
+    """Keep the small files of the stages of a run's failed cases (ReFrame keeps those)."""
+    try:
+        report = json.loads(Path(report_path).read_text())
+    except (OSError, json.JSONDecodeError):
         return
-    for path in sorted(stage_root.rglob("*")):
-        if path.is_symlink() or not path.is_file():
-            continue
-        if path.stat().st_size > MAX_KEPT_STAGE_FILE:
-            continue
-        target = dest / path.relative_to(stage_root)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(path, target)
+    dest = Path(dest)
+    for attempt in report.get("runs", []):
+        for case in attempt.get("testcases", []):
+            stage = Path(case.get("stagedir") or "")
+            if case.get("result") != "fail" or not stage.is_dir() or stage == Path():
+                continue
+            for path in sorted(stage.rglob("*")):
+                if path.is_symlink() or not path.is_file():
+                    continue
+                if path.stat().st_size > MAX_KEPT_STAGE_FILE:
+                    continue
+                target = dest / stage.name / path.relative_to(stage)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
 
 
 @dataclass

@@ -123,7 +123,7 @@ def run(site="local", scale="quick", reframe_args=()):
     copy_into(work / "perflogs", incoming.path / "perflogs")
     copy_into(work / "output", incoming.path / "output")
     # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
-    copy_failed_stages(work / "stage", incoming.path / "failed-stage")
+    copy_failed_stages(report, incoming.path / "failed-stage")
     provenance.collect(
         incoming.path / "provenance",
         site=site,

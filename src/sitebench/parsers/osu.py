@@ -162,6 +162,15 @@ def transports(stderr):
     return {btl for _host, _pid, btl, _peer in _BML.findall(stderr) if btl != "self"}
 
 
+#: Open MPI messages that say something failed without saying why.
+_GENERIC = (
+    "An error occurred in",
+    "Primary job terminated",
+    "mpirun detected that one or more processes",
+    "mpirun has exited",
+)
+
+
 def mpi_failed(stderr):
     """True when Open MPI says a process failed (not for its warnings)."""
     return bool(_FAILED.search(stderr))
@@ -170,9 +179,12 @@ def mpi_failed(stderr):
 def mpi_error(stderr):
     """What Open MPI said first, in one sentence: its first framed message, else its first
     failure line; empty when it said nothing."""
-    block = _BLOCK.search(stderr)
-    if block:
-        text = " ".join(block.group(1).split())
+    # Ranks print in any order: a message naming the cause beats the generic ones that
+    # only say an MPI call failed or a process exited.
+    blocks = [" ".join(b.split()) for b in _BLOCK.findall(stderr)]
+    specific = [b for b in blocks if not b.startswith(_GENERIC)]
+    if blocks:
+        text = (specific or blocks)[0]
         return text.split(". ")[0].rstrip(".") + "."
     failed = _FAILED.search(stderr)
     return " ".join(failed.group(1).split()) if failed else ""
