@@ -117,3 +117,23 @@ def test_command_line_on_a_site_without_runs(results_root):
     proc = sitebench("references", "local")
     assert proc.returncode != 0
     assert "at least 3" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_runs_of_an_older_index_are_left_out(tmp_path):
+    for i in range(3):
+        run = store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0})
+    # The check's index gained a key: earlier runs cannot say which entry they belong to.
+    report = json.loads((run / "report.json").read_text())
+    for case in report["runs"][0]["testcases"]:
+        if case.get("reference_keys"):
+            case["reference_keys"] = ["scale", "num_threads", "variant"]
+            case["variant"] = "a"
+    (run / "report.json").write_text(json.dumps(report))
+    for i in range(3, 5):
+        new = store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 200.0})
+        (new / "report.json").write_text(json.dumps(report))
+    proposal, notes, _ = propose.propose("local", last=5, root=tmp_path)
+    stream = proposal["StreamCheck"]
+    assert stream["$index"] == ["$processor.arch", "scale", "num_threads", "variant"]
+    assert stream["zen3"]["quick"][1] == {"a": {"Triad": [100, -0.05, None, "MB/s"]}}
+    assert any("since changed" in n for n in notes)

@@ -58,9 +58,10 @@ def _round(value):
 
 
 def collect(site, last, root=None, warn=None):
-    """{(check, arch, key values, figure): (values, unit, keys)} over the last runs."""
+    """{(check, arch, keys, key values, figure): (values, unit)} over the last runs, and
+    the keys each check was indexed by in the newest run that has it."""
     runs = load_runs(site, root, warn)[-last:]
-    samples = {}
+    samples, latest_keys = {}, {}
     for run in runs:
         arch = run.provenance.get("cpu_arch")
         if not arch:
@@ -70,6 +71,7 @@ def collect(site, last, root=None, warn=None):
             if not isinstance(keys, list):
                 continue  # a check that does not declare its reference index
             check = (case.get("display_name") or case["name"]).split(" ")[0]
+            latest_keys[check] = tuple(keys)
             index = tuple(case.get(k) for k in keys)
             for name, entry in (case.get("perfvalues") or {}).items():
                 value, unit = entry[0], entry[4]
@@ -77,15 +79,15 @@ def collect(site, last, root=None, warn=None):
                     continue
                 figure = name.rsplit(":", 1)[-1]
                 slot = samples.setdefault(
-                    (check, arch, index, figure), {"values": [], "unit": unit, "keys": keys}
+                    (check, arch, tuple(keys), index, figure), {"values": [], "unit": unit}
                 )
                 slot["values"].append(float(value))
-    return runs, samples
+    return runs, samples, latest_keys
 
 
 def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
     """The proposed references mapping and the notes on what was left out."""
-    runs, samples = collect(site, last, root, warn)
+    runs, samples, latest_keys = collect(site, last, root, warn)
     if len(runs) < MIN_RUNS:
         raise SitebenchError(
             f"site {site!r} has {len(runs)} stored run(s); references need at least "
@@ -93,9 +95,13 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
             f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
         )
     proposal, notes = {}, []
-    for (check, arch, index, figure), slot in sorted(samples.items(), key=str):
+    for (check, arch, keys, index, figure), slot in sorted(samples.items(), key=str):
         values = slot["values"]
-        label = f"{check} {dict(zip(slot['keys'], index))} {figure}"
+        label = f"{check} {dict(zip(keys, index))} {figure}"
+        if keys != latest_keys[check]:
+            # The check's index changed: older runs cannot say which entry they belong to.
+            notes.append(f"{label}: from runs indexed by {list(keys)}, since changed; left out")
+            continue
         if len(values) < MIN_RUNS:
             notes.append(f"{label}: {len(values)} value(s), need {MIN_RUNS}; left out")
             continue
@@ -110,7 +116,7 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
         lower, upper = (
             (None, tolerance) if slot["unit"] in LOWER_IS_BETTER_UNITS else (-tolerance, None)
         )
-        block = proposal.setdefault(check, {"$index": ["$processor.arch", *slot["keys"]]})
+        block = proposal.setdefault(check, {"$index": ["$processor.arch", *keys]})
         node = block.setdefault(arch, {})
         for key in index:
             node = node.setdefault(key, {})
