@@ -203,6 +203,7 @@ class OsuPingPong(SitebenchBenchmark):
             min_size=self.min_size,
             max_size=self.max_size,
             version=self.spec_version(),
+            exitcode=self.job.exitcode,
         )
         return sn.assert_true(not found, msg="; ".join(found))
 

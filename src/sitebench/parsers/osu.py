@@ -162,6 +162,8 @@ def transports(stderr):
     return {btl for _host, _pid, btl, _peer in _BML.findall(stderr) if btl != "self"}
 
 
+_LOST_HELP = re.compile(r"ORTE_ERROR_LOG: .* in file \S*show_help\.c")
+
 #: Open MPI messages that say something failed without saying why.
 _GENERIC = (
     "An error occurred in",
@@ -228,15 +230,40 @@ def mapping_problem(found, mapping, ranks=2):
     return None
 
 
-def problems(stdout, stderr, *, kind, mapping, btl, min_size=1, max_size=16777216, version=None):
+def lost_help(stderr):
+    """True when Open MPI's own help-message channel broke (``ORTE_ERROR_LOG`` from
+    ``show_help.c``): it then prints a generic error, or none, instead of its reason."""
+    return bool(_LOST_HELP.search(stderr))
+
+
+def problems(
+    stdout,
+    stderr,
+    *,
+    kind,
+    mapping,
+    btl,
+    min_size=1,
+    max_size=16777216,
+    version=None,
+    exitcode=None,
+):
     """Everything that keeps a run from counting, one message each; [] for a good run.
 
     ``kind``: "Latency" or "Bandwidth"; ``btl``: the Open MPI BTL the run had to use
     between the two ranks (``vader``, ``tcp``); ``version``: the OSU version the binary
-    was built as (None: not checked).
+    was built as (None: not checked); ``exitcode``: mpirun's (None: unknown).
     """
     said = mpi_error(stderr)
     because = f"; Open MPI: {said}" if said else ""
+    if exitcode:
+        because += f"; mpirun exited with code {exitcode}"
+    if lost_help(stderr):
+        # Seen here with Open MPI 4.1.4 in 7 of 63 runs that failed in MPI_Init.
+        because += (
+            "; Open MPI's help messages were garbled (ORTE_ERROR_LOG in show_help.c), "
+            "its reason may be missing: rerun to see it"
+        )
     try:
         result = parse(stdout)
     except ParseError as err:
