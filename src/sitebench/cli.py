@@ -79,6 +79,32 @@ def cmd_perf(args):
     return 0
 
 
+def cmd_cluster(args):
+    from sitebench.slurm.cluster import LocalCluster
+
+    cluster = LocalCluster(args.dir)
+    if args.action == "start":
+        started = cluster.start(nodes=args.nodes, accounting=args.accounting, port=args.port)
+        nodes = ", ".join(f"{n.name} ({n.address}, {n.cpus} CPUs)" for n in started.nodes)
+        print(f"Slurm cluster up in {cluster.layout.root}: {nodes}; accounting {args.accounting}")
+        print(f"use it: export SLURM_CONF={cluster.layout.slurm_conf}")
+    elif args.action == "stop":
+        stopped = cluster.stop()
+        print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+    elif args.action == "status":
+        running = cluster.running()
+        if not running:
+            print(f"no cluster running from {cluster.layout.root}")
+            return 1
+        for label, pid in running.items():
+            print(f"{label}: pid {pid}")
+        for node, state in cluster.sinfo().items():
+            print(f"node {node}: {state}")
+    else:  # env
+        print(f"export SLURM_CONF={shlex.quote(str(cluster.layout.slurm_conf))}")
+    return 0
+
+
 def cmd_spack(args):
     from sitebench import spack as spack_mod
 
@@ -163,6 +189,17 @@ def parser():
     prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
     prf.add_argument("--rounds", type=int, default=3, help="repetitions (default 3)")
     prf.set_defaults(func=cmd_perf)
+
+    clu = sub.add_parser("cluster", help="start, inspect or stop a private Slurm cluster here")
+    clu.add_argument("action", choices=("start", "stop", "status", "env"))
+    clu.add_argument("--nodes", type=int, default=1, help="slurmd nodes (>1: one network "
+                     "namespace and a share of the CPUs each; default 1)")
+    clu.add_argument("--accounting", choices=("slurmdbd", "none"), default="slurmdbd",
+                     help="slurmdbd on a private MariaDB (default; sacct works) or none")
+    clu.add_argument("--port", type=int, default=None, help="first of 3 ports (default 6817)")
+    clu.add_argument("--dir", default=None, help="where everything lives "
+                     "(default .sitebench/slurm, or $SITEBENCH_SLURM_DIR)")
+    clu.set_defaults(func=cmd_cluster)
 
     sp = sub.add_parser("spack", help="run Spack with sitebench's isolated configuration")
     sp.add_argument("spack_args", nargs=argparse.REMAINDER)

@@ -1,0 +1,1 @@
+"""A private Slurm cluster on this machine: configuration, node namespaces, daemons."""
