@@ -91,7 +91,8 @@ class OsuPingPong(SitebenchBenchmark):
     num_iters = variable(int, value=0, loggable=True)
 
     #: Network interfaces for TCP between nodes (``btl_tcp_if_include``); on one host TCP
-    #: always goes over loopback. Empty: Open MPI's choice.
+    #: always goes over loopback. Empty: the partition's ``extras['tcp_interfaces']``, else
+    #: Open MPI's choice.
     #:
     #: :type: :class:`str`
     tcp_interfaces = variable(str, value="")
@@ -160,7 +161,9 @@ class OsuPingPong(SitebenchBenchmark):
             "OMPI_MCA_btl_base_verbose": "1",
         }
         if self.transport == "tcp":
-            interfaces = "lo" if self.mapping != "node" else self.tcp_interfaces
+            interfaces = "lo" if self.mapping != "node" else (
+                self.tcp_interfaces or self.current_partition.extras.get("tcp_interfaces", "")
+            )
             if interfaces:
                 chosen["OMPI_MCA_btl_tcp_if_include"] = interfaces
         # A user's -S env_vars=... wins; sanity still checks the BTL actually used.
@@ -204,6 +207,7 @@ class OsuPingPong(SitebenchBenchmark):
             max_size=self.max_size,
             version=self.spec_version(),
             exitcode=self.job.exitcode,
+            cores_per_node=self.current_partition.processor.num_cores,
         )
         return sn.assert_true(not found, msg="; ".join(found))
 

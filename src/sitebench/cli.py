@@ -37,7 +37,7 @@ def cmd_detect(args):
 def cmd_compare(args):
     from sitebench.compare import Side, compare, render
 
-    a, b = Side(args.a), Side(args.b)
+    a, b = Side(args.a, job_wall=args.job_wall), Side(args.b, job_wall=args.job_wall)
     print(render(compare(a, b), args.a, args.b, args.format))
     return 0
 
@@ -162,6 +162,12 @@ def parser():
     cmp_.add_argument("a", help="SITE or SITE/RUN")
     cmp_.add_argument("b", help="SITE or SITE/RUN")
     cmp_.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    cmp_.add_argument(
+        "--job-wall",
+        action="store_true",
+        help="also compare each case's job wall time (submit to finish): between a site "
+        "and the same machine behind a scheduler, the scheduler's overhead per check",
+    )
     cmp_.set_defaults(func=cmd_compare)
 
     ref = sub.add_parser(

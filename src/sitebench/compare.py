@@ -32,7 +32,7 @@ KEYS = ["check", "params", "figure"]
 class Side:
     """One side of a comparison: a whole site, or one run of a site."""
 
-    def __init__(self, spec, root=None, warn=None):
+    def __init__(self, spec, root=None, warn=None, job_wall=False):
         site, _, run = spec.partition("/")
         self.label = spec
         self.site = check_name("site", site)
@@ -58,10 +58,12 @@ class Side:
                     "run `./sitebench run --site <site>` first, or check the name",
                 )
             self.runs = self.site_runs
-        self.frame = figures.frame(self.runs)
+        self.frame = figures.frame(self.runs, job_wall)
         # Values that measure the run-to-run noise of this side.
         self.noise_frame = (
-            self.frame if len(self.runs) >= MIN_RUNS_FOR_NOISE else figures.frame(self.site_runs)
+            self.frame
+            if len(self.runs) >= MIN_RUNS_FOR_NOISE
+            else figures.frame(self.site_runs, job_wall)
         )
 
 

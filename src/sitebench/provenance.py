@@ -63,6 +63,20 @@ def os_release():
     return None
 
 
+def slurm_provenance(cluster, dest):
+    """Slurm's version, configuration and nodes as the run saw them."""
+    for path in (cluster.layout.slurm_conf, cluster.layout.cluster_file):
+        if path.is_file():
+            shutil.copy2(path, dest / path.name)
+    version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True)
+    return {
+        "name": "slurm",
+        "version": version.stdout.strip() or None,
+        "nodes": cluster.sinfo(),
+        "slurm_conf": "slurm.conf",
+    }
+
+
 def collect(
     dest,
     *,
@@ -76,8 +90,12 @@ def collect(
     started,
     finished,
     reframe_exit,
+    scheduler=None,
 ):
-    """Write the provenance of one run into ``dest`` (a ``provenance/`` dir)."""
+    """Write the provenance of one run into ``dest`` (a ``provenance/`` dir).
+
+    ``scheduler``: a :class:`sitebench.slurm.cluster.LocalCluster` the run used; its
+    slurm.conf, cluster description and Slurm version are kept too."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     lock = Path(env_dir) / "spack.lock"
@@ -112,6 +130,8 @@ def collect(
             "python": sys.version.split()[0],
         },
     }
+    if scheduler is not None:
+        info["scheduler"] = slurm_provenance(scheduler, dest)
     # Written last: its presence marks the provenance complete.
     (dest / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from sitebench import environment, local_site, paths, provenance, references
+from sitebench import environment, local_site, paths, provenance, references, site_settings
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
@@ -39,7 +39,7 @@ def check_site(site):
 def site_topology(site):
     path = (
         local_site.topology_file()
-        if site == local_site.SITE
+        if site_settings.load(site)["environment"] == local_site.SITE
         else paths.site_config_dir(site) / "topology.json"
     )
     return json.loads(path.read_text()) if path.is_file() else {}
@@ -48,14 +48,34 @@ def site_topology(site):
 def prepare(site):
     """Spack set up, site detected (local), environment concretized once."""
     check_site(site)
-    references.validate(paths.site_config_dir(site) / "references.yaml")
+    settings = site_settings.load(site)
+    refs = paths.site_config_dir(site) / "references.yaml"
+    if refs.is_file() or settings["environment"] == site:
+        references.validate(refs)
     spack = spack_mod.setup()
     version = spack.version()
     builtin = spack_mod.builtin_repo()
-    if site == local_site.SITE:
+    env_site = settings["environment"]
+    if env_site == local_site.SITE:
         local_site.detect(spack)
-    env_dir = environment.ensure_concretized(spack, site, version, builtin)
+    env_dir = environment.ensure_concretized(spack, env_site, version, builtin)
     return spack, version, builtin, env_dir
+
+
+def slurm_cluster(site):
+    """The running `sitebench cluster` of a site that says it runs on one, else None."""
+    if not site_settings.load(site)["slurm_cluster"]:
+        return None
+    from sitebench.slurm.cluster import LocalCluster
+
+    cluster = LocalCluster()
+    if "slurmctld" not in cluster.running():
+        raise SitebenchError(
+            f"site {site!r} runs on the local Slurm cluster, which is not running "
+            f"(nothing in {cluster.layout.root})",
+            "./sitebench cluster start [--nodes N]",
+        )
+    return cluster
 
 
 def reframe_command(site, scale, prefix, report, extra=()):
@@ -92,6 +112,7 @@ def run(site="local", scale="quick", reframe_args=()):
     if scale not in SCALES:
         raise SitebenchError(f"unknown scale {scale!r}", f"use one of: {', '.join(SCALES)}")
     spack, version, builtin, env_dir = prepare(site)
+    cluster = slurm_cluster(site)
     incoming = Incoming(site)
     work = paths.state_dir() / "reframe-runs" / incoming.name
     work.mkdir(parents=True)
@@ -99,6 +120,8 @@ def run(site="local", scale="quick", reframe_args=()):
     cmd = reframe_command(site, scale, work, report, reframe_args)
     env = spack.environ()
     env["SITEBENCH_SCALES"] = scale
+    if cluster is not None:
+        env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(f"==> {' '.join(cmd)}", file=sys.stderr)
     try:
@@ -136,6 +159,7 @@ def run(site="local", scale="quick", reframe_args=()):
         started=started,
         finished=finished,
         reframe_exit=code,
+        scheduler=cluster,
     )
     final = incoming.commit()
     shutil.rmtree(work, ignore_errors=True)  # stage dirs; everything kept is in the run

@@ -192,11 +192,13 @@ def mpi_error(stderr):
     return " ".join(failed.group(1).split()) if failed else ""
 
 
-def mapping_problem(found, mapping, ranks=2):
+def mapping_problem(found, mapping, ranks=2, cores_per_node=None):
     """Why the bindings in ``found`` are not ``mapping`` (core, socket, node); None if they are.
 
     core: one host, one socket, each rank on its own distinct core; socket: one host, each
-    rank on its own socket; node: each rank on its own host.
+    rank on its own socket; node: each rank on its own host. On nodes of one core
+    (``cores_per_node`` 1) mpirun reports a rank "not bound (or bound to all available
+    processors)": the node's only core is its binding.
     """
     if mapping not in ("core", "socket", "node"):
         raise ValueError(f"unknown mapping {mapping!r}: core, socket or node")
@@ -207,7 +209,7 @@ def mapping_problem(found, mapping, ranks=2):
         )
     ranked = [found[r] for r in range(ranks)]
     unbound = [b.rank for b in ranked if not b.places]
-    if unbound:
+    if unbound and not (mapping == "node" and cores_per_node == 1):
         return f"ranks {unbound} are not bound to cores (mapping {mapping} asks for binding)"
     hosts = [b.host for b in ranked]
     where = "; ".join(f"rank {b.rank} on {b.host} cores {sorted(b.cores)}" for b in ranked)
@@ -247,6 +249,7 @@ def problems(
     max_size=16777216,
     version=None,
     exitcode=None,
+    cores_per_node=None,
 ):
     """Everything that keeps a run from counting, one message each; [] for a good run.
 
@@ -282,7 +285,7 @@ def problems(
         )
     elif mpi_failed(stderr):
         found.append(f"Open MPI reported a failure: {said}")
-    problem = mapping_problem(bindings(stderr), mapping)
+    problem = mapping_problem(bindings(stderr), mapping, cores_per_node=cores_per_node)
     if problem:
         found.append(problem)
     used = transports(stderr)

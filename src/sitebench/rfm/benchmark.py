@@ -7,7 +7,7 @@ import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
-from reframe.core.exceptions import PerformanceError
+from reframe.core.exceptions import PerformanceError, SanityError
 
 from sitebench.energy import EnergyError
 from sitebench.energy.config import power_config
@@ -62,6 +62,14 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
 
     valid_prog_environs = ["+sitebench"]
     maintainers = ["sitebench"]
+
+    @run_before("sanity", always_last=False)
+    def scheduler_ended_the_job(self):
+        """A job the scheduler ended (a node lost, its time limit reached) fails with the
+        scheduler's word, not with whatever its cut-short output lacks."""
+        reason = scheduler_verdict(self.job)
+        if reason:
+            raise SanityError(reason)
 
     @run_after("init")
     def select_by_scale(self):
@@ -159,6 +167,31 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     def stdout_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
             return fp.read()
+
+
+#: Batch job states (Slurm's) in which the scheduler, not the program, ended the job.
+SCHEDULER_ENDED = {
+    "NODE_FAIL": "a node of the job failed (Slurm NODE_FAIL)",
+    "TIMEOUT": "the job reached its time limit (Slurm TIMEOUT)",
+    "BOOT_FAIL": "a node of the job failed to boot (Slurm BOOT_FAIL)",
+    "DEADLINE": "the job reached its deadline (Slurm DEADLINE)",
+    "OUT_OF_MEMORY": "the job ran out of memory (Slurm OUT_OF_MEMORY)",
+    "PREEMPTED": "the job was preempted (Slurm PREEMPTED)",
+    "CANCELLED": "the job was cancelled (Slurm CANCELLED)",
+}
+
+
+def scheduler_verdict(job):
+    """Why the scheduler ended ``job``, in a sentence with its id, nodes and time limit;
+    None when the program ended on its own (or the scheduler keeps no states)."""
+    state = (getattr(job, "state", None) or "").split(",")[0].split()
+    state = state[0] if state else ""
+    # sacct prints "CANCELLED by 0" for a cancel; keep the word.
+    if state not in SCHEDULER_ENDED:
+        return None
+    where = ", ".join(job.nodelist or []) or "unknown nodes"
+    limit = f"; time limit {job.time_limit}" if state == "TIMEOUT" and job.time_limit else ""
+    return f"{SCHEDULER_ENDED[state]}: job {job.jobid} on {where}{limit}"
 
 
 def site_references():

@@ -165,7 +165,10 @@ def slurm_conf(cluster, layout):
         f"SlurmctldLogFile={layout.log}/slurmctld.log",
         f"SlurmdLogFile={layout.log}/slurmd-%n.log",
         "ProctrackType=proctrack/linuxproc",
-        "TaskPlugin=task/none",
+        # One node: srun binds tasks (--cpu-bind) as on a production cluster. Nodes in
+        # cpusets: each node's cpuset is its binding; Slurm 22.05's task/affinity fails
+        # there ("task_g_set_affinity: Invalid argument" on the second node).
+        "TaskPlugin=" + ("task/affinity" if len(cluster.nodes) == 1 else "task/none"),
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core_Memory",
         # The declared CPUs and memory, not what each slurmd sees of the shared host.
@@ -178,6 +181,9 @@ def slurm_conf(cluster, layout):
         "MpiDefault=pmix",
         # A node whose slurmd comes back is usable again without scontrol.
         "ReturnToService=2",
+        # A job hit by a node failure ends (NODE_FAIL) instead of rerunning: a benchmark
+        # run is recorded as it happened.
+        "JobRequeue=0",
         # A lost node is declared down after 20 s (default 300 s): faults show quickly.
         "SlurmdTimeout=20",
         "MinJobAge=300",

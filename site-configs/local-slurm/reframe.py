@@ -1,0 +1,131 @@
+"""ReFrame configuration of the site 'local-slurm': this machine through its private Slurm.
+
+Start the cluster first (``./sitebench cluster start [--nodes N]``); this file reads what
+was started from ``cluster.json`` in the cluster's directory ($SITEBENCH_SLURM_DIR, default
+.sitebench/slurm) and points Slurm's commands at it (SLURM_CONF), so plain
+``reframe -C site-configs/local-slurm/reframe.py ...`` works as well as ``./sitebench run``.
+
+Two partitions, the two ways a site runs MPI under Slurm, and both of ReFrame's Slurm
+backends: ``srun`` (backend ``slurm``: job states from ``sacct``, i.e. slurmdbd; ranks
+launched by ``srun --mpi=pmix``) and ``mpirun`` (backend ``squeue``; Open MPI's mpirun inside
+the allocation). The builds and the references are the local site's: same machine, same
+Spack environment, figures keyed by CPU microarchitecture.
+"""
+
+import copy
+import importlib.util
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
+CLUSTER_DIR = os.environ.get("SITEBENCH_SLURM_DIR") or os.path.join(ROOT, ".sitebench", "slurm")
+
+
+def _load_local():
+    spec = importlib.util.spec_from_file_location(
+        "sitebench_local_site", os.path.join(ROOT, "site-configs", "local", "reframe.py")
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.site_configuration
+
+
+def _cluster():
+    path = os.path.join(CLUSTER_DIR, "cluster.json")
+    try:
+        with open(path) as fp:
+            return json.load(fp)
+    except FileNotFoundError:
+        raise RuntimeError(
+            f"no Slurm cluster was started from {CLUSTER_DIR} ({path} is missing): "
+            f"run ./sitebench cluster start first"
+        ) from None
+
+
+_cluster_info = _cluster()
+_nodes = _cluster_info["nodes"]
+_node = _nodes[0]  # the nodes are alike
+# ReFrame runs sbatch, squeue and sacct from this process: they must reach this cluster.
+os.environ["SLURM_CONF"] = os.path.join(CLUSTER_DIR, "etc", "slurm.conf")
+_multi = len(_nodes) > 1
+_subnet = _cluster_info["subnet"]
+
+
+def _partition(name, scheduler, launcher, descr):
+    return {
+        "name": name,
+        "descr": descr,
+        "scheduler": scheduler,
+        "launcher": launcher,
+        "access": ["--partition=local"],
+        "environs": ["gnu-slurm"],
+        # One job at a time: concurrent benchmarks would measure each other.
+        "max_jobs": 1,
+        "features": ["spack", "mpi", "openmp", "slurm"] + [f"scale_{s.strip()}" for s in SCALES],
+        "processor": _processor(),
+        "extras": {
+            "spack_environment": os.path.join(ROOT, "environments", "local"),
+            "references": os.environ.get("SITEBENCH_REFERENCES")
+            or os.path.join(ROOT, "site-configs", "local", "references.yaml"),
+            "memory_bytes": _node["memory_mb"] * 1024 * 1024,
+            "nodes": len(_nodes),
+            # TCP between nodes: their private subnet (ReFrame's OSU check reads it).
+            "tcp_interfaces": _subnet if _multi else "lo",
+        },
+    }
+
+
+def _processor():
+    """A node's topology: the host's as detected for the local site (one node), or the
+    node's share of it (several nodes, each a cpuset of one socket)."""
+    try:
+        with open(os.path.join(ROOT, "site-configs", "local", "topology.json")) as fp:
+            host = json.load(fp)
+    except FileNotFoundError:
+        raise RuntimeError(
+            "site-configs/local/topology.json is missing: run ./sitebench detect first"
+        ) from None
+    if not _multi:
+        return host
+    return {
+        **{k: host[k] for k in ("arch", "vendor", "model", "platform") if k in host},
+        "num_cpus": _node["cpus"],
+        "num_cpus_per_core": 1,
+        "num_sockets": _node["sockets"],
+        "num_cpus_per_socket": _node["cores_per_socket"],
+    }
+
+
+_local = _load_local()
+_env = copy.deepcopy(_local["environments"][0])
+_env["name"] = "gnu-slurm"
+_env["env_vars"] = _env["env_vars"] + [
+    # Open MPI between the nodes' namespaces (or on loopback with one node).
+    ["OMPI_MCA_oob_tcp_if_include", _subnet if _multi else "lo"],
+    ["OMPI_MCA_btl_tcp_if_include", _subnet if _multi else "lo"],
+    ["SLURM_MPI_TYPE", "pmix"],
+]
+
+# The local site's perflog: its %(check_#ALL)s already holds check_jobid and
+# check_job_nodelist, and the report the scheduler of every case.
+_logging = copy.deepcopy(_local["logging"])
+
+site_configuration = {
+    "systems": [
+        {
+            "name": "local-slurm",
+            "descr": f"this machine through its private Slurm cluster ({len(_nodes)} nodes)",
+            "hostnames": [".*"],
+            "modules_system": "nomod",
+            "partitions": [
+                _partition("srun", "slurm", "srun", "srun --mpi=pmix; job states from sacct"),
+                _partition("mpirun", "squeue", "mpirun", "Open MPI's mpirun in the allocation"),
+            ],
+        }
+    ],
+    "environments": [_env],
+    "general": copy.deepcopy(_local["general"]),
+    "logging": _logging,
+}
