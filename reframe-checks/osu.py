@@ -161,8 +161,12 @@ class OsuPingPong(SitebenchBenchmark):
             "OMPI_MCA_btl_base_verbose": "1",
         }
         if self.transport == "tcp":
-            interfaces = "lo" if self.mapping != "node" else (
-                self.tcp_interfaces or self.current_partition.extras.get("tcp_interfaces", "")
+            interfaces = (
+                "lo"
+                if self.mapping != "node"
+                else (
+                    self.tcp_interfaces or self.current_partition.extras.get("tcp_interfaces", "")
+                )
             )
             if interfaces:
                 chosen["OMPI_MCA_btl_tcp_if_include"] = interfaces

@@ -198,13 +198,24 @@ def parser():
 
     clu = sub.add_parser("cluster", help="start, inspect or stop a private Slurm cluster here")
     clu.add_argument("action", choices=("start", "stop", "status", "env"))
-    clu.add_argument("--nodes", type=int, default=1, help="slurmd nodes (>1: one network "
-                     "namespace and a share of the CPUs each; default 1)")
-    clu.add_argument("--accounting", choices=("slurmdbd", "none"), default="slurmdbd",
-                     help="slurmdbd on a private MariaDB (default; sacct works) or none")
+    clu.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        help="slurmd nodes (>1: one network " "namespace and a share of the CPUs each; default 1)",
+    )
+    clu.add_argument(
+        "--accounting",
+        choices=("slurmdbd", "none"),
+        default="slurmdbd",
+        help="slurmdbd on a private MariaDB (default; sacct works) or none",
+    )
     clu.add_argument("--port", type=int, default=None, help="first of 3 ports (default 6817)")
-    clu.add_argument("--dir", default=None, help="where everything lives "
-                     "(default .sitebench/slurm, or $SITEBENCH_SLURM_DIR)")
+    clu.add_argument(
+        "--dir",
+        default=None,
+        help="where everything lives " "(default .sitebench/slurm, or $SITEBENCH_SLURM_DIR)",
+    )
     clu.set_defaults(func=cmd_cluster)
 
     sp = sub.add_parser("spack", help="run Spack with sitebench's isolated configuration")

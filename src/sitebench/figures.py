@@ -40,14 +40,32 @@ def rows_of_run(run, job_wall=False):
         if case.get("fixture"):
             continue
         check, _, params = (case.get("display_name") or case["name"]).partition(" ")
-        base = {"site": run.site, "run": run.name, "started": started, "check": check,
-                "params": params}
-        if job_wall and case.get("time_run") is not None and case.get("result") in (
-            "pass",
-            "fail",
+        base = {
+            "site": run.site,
+            "run": run.name,
+            "started": started,
+            "check": check,
+            "params": params,
+        }
+        if (
+            job_wall
+            and case.get("time_run") is not None
+            and case.get("result")
+            in (
+                "pass",
+                "fail",
+            )
         ):
-            yield {**base, "figure": "job_wall", "value": case["time_run"], "unit": "s",
-                   "reference": None, "lower": None, "upper": None, "result": "info"}
+            yield {
+                **base,
+                "figure": "job_wall",
+                "value": case["time_run"],
+                "unit": "s",
+                "reference": None,
+                "lower": None,
+                "upper": None,
+                "result": "info",
+            }
         for key, entry in (case.get("perfvalues") or {}).items():
             if not isinstance(entry, (list, tuple)) or len(entry) < 5:
                 continue

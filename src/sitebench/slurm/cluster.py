@@ -231,8 +231,15 @@ class LocalCluster:
     def _fresh_dirs(self):
         lay = self.layout
         # State, spool and logs of an earlier cluster would mix job ids and records.
-        for sub in (lay.state, lay.spool, lay.run, lay.etc, lay.db, lay.munge_socket_dir,
-                    lay.root / "nodes"):
+        for sub in (
+            lay.state,
+            lay.spool,
+            lay.run,
+            lay.etc,
+            lay.db,
+            lay.munge_socket_dir,
+            lay.root / "nodes",
+        ):
             shutil.rmtree(sub, ignore_errors=True)
         old_logs = lay.log
         if old_logs.is_dir() and any(old_logs.iterdir()):
@@ -332,8 +339,14 @@ class LocalCluster:
             "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';"
         )
         _run(
-            [str(binaries.client), "--no-defaults", f"--socket={self._db_socket()}", "-uroot",
-             "-e", sql],
+            [
+                str(binaries.client),
+                "--no-defaults",
+                f"--socket={self._db_socket()}",
+                "-uroot",
+                "-e",
+                sql,
+            ],
             "creating slurmdbd's database user",
         )
 
@@ -357,8 +370,9 @@ class LocalCluster:
         _wait(
             "slurmctld",
             lambda: "is UP"
-            in subprocess.run(["scontrol", "ping"], capture_output=True, text=True,
-                              env=self.env()).stdout,
+            in subprocess.run(
+                ["scontrol", "ping"], capture_output=True, text=True, env=self.env()
+            ).stdout,
             60,
             log,
         )
@@ -401,7 +415,9 @@ class LocalCluster:
         cluster = self.cluster()
         stopped = []
         if "slurmctld" in self.running():
-            subprocess.run(["scancel", "--full", "--user=root"], capture_output=True, env=self.env())
+            subprocess.run(
+                ["scancel", "--full", "--user=root"], capture_output=True, env=self.env()
+            )
         running = self.running()
         for daemon in STOP_ORDER:
             for label, pid in running.items():
@@ -409,8 +425,13 @@ class LocalCluster:
                     continue
                 if daemon == "mariadbd":
                     subprocess.run(
-                        ["mariadb-admin", "--no-defaults", f"--socket={self._db_socket()}",
-                         "-uroot", "shutdown"],
+                        [
+                            "mariadb-admin",
+                            "--no-defaults",
+                            f"--socket={self._db_socket()}",
+                            "-uroot",
+                            "shutdown",
+                        ],
                         capture_output=True,
                     )
                 else:

@@ -106,7 +106,9 @@ def plan(
     cpus = sorted(host_cpus)
     if num_nodes == 1:
         node = Node(host, "127.0.0.1", len(cpus), len(cpus), 1, memory_mb)
-        return Cluster([node], host, "127.0.0.1", port, accounting=accounting, db_password=db_password)
+        return Cluster(
+            [node], host, "127.0.0.1", port, accounting=accounting, db_password=db_password
+        )
     if num_nodes > len(cpus):
         raise ValueError(
             f"{num_nodes} nodes on {len(cpus)} CPUs: each node needs a CPU of its own "
@@ -189,7 +191,7 @@ def slurm_conf(cluster, layout):
         "MinJobAge=300",
         "KillWait=5",
         "JobAcctGatherType=jobacct_gather/linux",
-        f"JobCompType=jobcomp/filetxt",
+        "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={layout.log}/jobcomp.txt",
     ]
     if cluster.accounting == "slurmdbd":
@@ -218,21 +220,24 @@ def slurm_conf(cluster, layout):
 
 def slurmdbd_conf(cluster, layout):
     """slurmdbd.conf: the private MariaDB through its unix socket (MYSQL_UNIX_PORT)."""
-    return "\n".join(
-        [
-            f"# Written by `sitebench cluster start`; mode 0600 (it holds a password)",
-            "AuthType=auth/munge",
-            f"AuthInfo=socket={layout.munge_socket}",
-            "DbdHost=localhost",
-            f"DbdAddr={cluster.controller_address}",
-            f"DbdPort={cluster.ports['slurmdbd']}",
-            "SlurmUser=root",
-            f"PidFile={layout.pid_file('slurmdbd')}",
-            f"LogFile={layout.log}/slurmdbd.log",
-            "StorageType=accounting_storage/mysql",
-            "StorageHost=localhost",
-            "StorageUser=slurm",
-            f"StoragePass={cluster.db_password}",
-            "StorageLoc=slurm_acct_db",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                "# Written by `sitebench cluster start`; mode 0600 (it holds a password)",
+                "AuthType=auth/munge",
+                f"AuthInfo=socket={layout.munge_socket}",
+                "DbdHost=localhost",
+                f"DbdAddr={cluster.controller_address}",
+                f"DbdPort={cluster.ports['slurmdbd']}",
+                "SlurmUser=root",
+                f"PidFile={layout.pid_file('slurmdbd')}",
+                f"LogFile={layout.log}/slurmdbd.log",
+                "StorageType=accounting_storage/mysql",
+                "StorageHost=localhost",
+                "StorageUser=slurm",
+                f"StoragePass={cluster.db_password}",
+                "StorageLoc=slurm_acct_db",
+            ]
+        )
+        + "\n"
+    )

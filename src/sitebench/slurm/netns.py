@@ -64,7 +64,7 @@ def make_cpuset(node):
     group = cgroup_dir(node)
     group.mkdir(exist_ok=True)
     (group / "cpuset.cpus").write_text(",".join(map(str, node.host_cpus)))
-    mems = (base / ("cpuset.mems" if base != CGROUP_ROOT else "cpuset.mems.effective"))
+    mems = base / ("cpuset.mems" if base != CGROUP_ROOT else "cpuset.mems.effective")
     (group / "cpuset.mems").write_text(mems.read_text().strip() or "0")
     return group
 
@@ -90,7 +90,18 @@ def create(cluster):
     for i, node in enumerate(cluster.nodes, start=1):
         host_end = f"sb-veth{i}"
         _ip("netns", "add", node.netns)
-        _ip("link", "add", host_end, "type", "veth", "peer", "name", NODE_IFACE, "netns", node.netns)
+        _ip(
+            "link",
+            "add",
+            host_end,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            NODE_IFACE,
+            "netns",
+            node.netns,
+        )
         _ip("link", "set", host_end, "master", cluster.bridge)
         _ip("link", "set", host_end, "up")
         _ip("-n", node.netns, "addr", "add", f"{node.address}/{prefix}", "dev", NODE_IFACE)
