@@ -230,6 +230,13 @@ class LocalCluster:
 
     def _fresh_dirs(self):
         lay = self.layout
+        closed = [p for p in lay.root.parents if p.exists() and not p.stat().st_mode & 0o001]
+        if closed:
+            raise SitebenchError(
+                f"munged needs every directory above its socket searchable by all users; "
+                f"{closed[0]} is not",
+                f"chmod o+x {closed[0]}, or choose another --dir",
+            )
         # State, spool and logs of an earlier cluster would mix job ids and records.
         for sub in (
             lay.state,

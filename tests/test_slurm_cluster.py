@@ -1,0 +1,353 @@
+"""Slurm as the engine: the private cluster started and stopped, the quick suite run
+through it with both of ReFrame's Slurm backends, several nodes in network namespaces,
+and faults (a node lost mid-job, a job over its time limit).
+
+Needs Debian's slurm-wlm, slurmdbd and munge (and root, for the nodes in namespaces):
+where they are missing the tests skip, saying what to install.
+"""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import sitebench, unjudged
+from sitebench.slurm import netns
+from sitebench.slurm.cluster import LocalCluster, missing_programs, read_pid
+
+#: Not Slurm's default 6817: a developer's own cluster may be up.
+PORT = 16817
+
+#: The checks of the quick suite (test_loop.py runs them on the local site).
+ALL_CHECKS = {
+    "StreamCheck",
+    "HplCheck",
+    "NpbCheck",
+    "ParsecCheck",
+    "SysbenchCheck",
+    "OsuLatencyCheck",
+    "OsuBandwidthCheck",
+}
+
+
+def _skip_reason(nodes):
+    missing = missing_programs()
+    if missing:
+        return (
+            f"SLURM NOT INSTALLED: missing {', '.join(missing)}; "
+            f"apt-get install {' '.join(sorted(set(missing.values())))}"
+        )
+    if nodes > 1:
+        why = netns.unavailable()
+        if why:
+            return f"NO NODES IN NAMESPACES HERE: {why}"
+        if len(os.sched_getaffinity(0)) < nodes:
+            return f"{nodes} nodes need {nodes} CPUs; this machine has fewer"
+    return None
+
+
+@pytest.fixture
+def start_cluster():
+    """start_cluster(nodes) -> a running LocalCluster in a fresh directory, stopped (and
+    checked to leave no process behind) at the end of the test."""
+    started = []
+    # Short path: a unix socket path is at most 107 bytes.
+    root = Path(tempfile.mkdtemp(prefix="sb-slurm."))
+    root.chmod(0o755)  # munged wants the directories above its socket searchable
+
+    def start(nodes=1):
+        reason = _skip_reason(nodes)
+        if reason:
+            pytest.skip(reason)
+        cluster = LocalCluster(root / f"n{nodes}")
+        started.append(cluster)
+        cluster.start(nodes=nodes, port=PORT)
+        return cluster
+
+    yield start
+    for cluster in started:
+        pids = cluster.daemons()
+        cluster.stop()
+        left = [label for label, pid in pids.items() if pid and _alive(pid)]
+        assert not left, f"still running after stop: {left}"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _alive(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.split(") ")[1][0] != "Z"
+
+
+def _processes_using(directory):
+    """Processes whose command line names ``directory`` (daemons, job steps)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if str(directory) in cmd and _alive(int(proc.name)):
+            found.append(f"{proc.name}: {cmd[:120]}")
+    return found
+
+
+def run_site(cluster, results, env, *reframe_args):
+    return sitebench(
+        "run",
+        "--site",
+        "local-slurm",
+        "--",
+        *reframe_args,
+        env={
+            **env,
+            "SITEBENCH_SLURM_DIR": str(cluster.layout.root),
+            "SITEBENCH_RESULTS_DIR": str(results),
+        },
+    )
+
+
+def cases_of(run_dir):
+    report = json.loads((run_dir / "report.json").read_text())
+    return [c for r in report["runs"] for c in r["testcases"] if not c.get("fixture")]
+
+
+def only_run(results):
+    (run,) = sorted((results / "local-slurm").iterdir())
+    return run
+
+
+@pytest.mark.slurm
+def test_start_status_stop_leaves_nothing_behind(start_cluster):
+    cluster = start_cluster(1)
+    lay = cluster.layout
+    running = cluster.running()
+    assert set(running) == {"munged", "mariadbd", "slurmdbd", "slurmctld", f"slurmd {_host()}"}
+    assert cluster.sinfo() == {_host(): "idle"}
+    # Keys and secrets are private to the cluster's directory.
+    assert lay.munge_key_dir.stat().st_mode & 0o777 == 0o700
+    assert lay.munge_key.stat().st_mode & 0o777 == 0o600
+    assert lay.slurmdbd_conf.stat().st_mode & 0o777 == 0o600
+    # Accounting: sacct answers from slurmdbd, the way ReFrame's slurm backend asks.
+    env = cluster.env()
+    job = subprocess.run(
+        ["sbatch", "--parsable", "-W", "-n", "1", "--wrap", "hostname"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=lay.root,
+    )
+    assert job.returncode == 0, job.stderr
+    jobid = job.stdout.strip()
+    states = ""
+    for _ in range(50):  # the record reaches slurmdbd a moment after the job ends
+        states = subprocess.run(
+            ["sacct", "-P", "-n", "-j", jobid, "-o", "jobid,state,exitcode,nodelist"],
+            capture_output=True,
+            text=True,
+            env=env,
+        ).stdout
+        if f"{jobid}|COMPLETED|0:0|{_host()}" in states:
+            break
+        time.sleep(0.2)
+    assert f"{jobid}|COMPLETED|0:0|{_host()}" in states, states
+    # A second start on a running cluster is refused, saying how to stop it.
+    again = sitebench("cluster", "start", "--dir", str(lay.root), "--port", str(PORT))
+    assert again.returncode == 2 and "already running" in again.stderr
+    assert "./sitebench cluster stop" in again.stderr
+    stopped = cluster.stop()
+    assert [s.split()[0] for s in stopped] == [
+        "slurmd",
+        "slurmctld",
+        "slurmdbd",
+        "mariadbd",
+        "munged",
+    ]
+    assert not any(_alive(pid) for pid in running.values())
+    assert not _processes_using(lay.root)
+    assert cluster.stop() == []  # stopping a stopped cluster is fine
+
+
+def _host():
+    import socket
+
+    return socket.gethostname().split(".")[0]
+
+
+@pytest.mark.slurm
+@pytest.mark.spack
+@pytest.mark.slow
+def test_quick_suite_through_slurm_with_both_backends(start_cluster, spack, tmp_path):
+    cluster = start_cluster(1)
+    results = tmp_path / "results"
+    proc = run_site(cluster, results, unjudged(spack))
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    run = only_run(results)
+    cases = cases_of(run)
+    by_partition = {}
+    for case in cases:
+        by_partition.setdefault(case["partition"], []).append(case)
+    assert set(by_partition) == {"srun", "mpirun"}
+    for partition, scheduler in (("srun", "slurm"), ("mpirun", "squeue")):
+        ran = [c for c in by_partition[partition] if c["result"] != "skip"]
+        assert all(c["result"] == "pass" for c in ran), [c["fail_reason"] for c in ran]
+        assert all(c["scheduler"] == scheduler and c["jobid"] for c in ran)
+        measured = {c["name"].split()[0] for c in ran if c["perfvalues"]}
+        # OSU's mappings are written for mpirun; under srun they skip, saying so.
+        expected = ALL_CHECKS
+        if partition == "srun":
+            expected = ALL_CHECKS - {"OsuLatencyCheck", "OsuBandwidthCheck"}
+        assert measured == expected, (partition, measured)
+        if scheduler == "slurm":  # sacct knows the nodes of every job
+            assert all(c["job_nodelist"] == [_host()] for c in ran)
+    # The MPI checks went through the partition's launcher.
+    scripts = {
+        p.parent.parent.parent.name: p.read_text()
+        for p in run.glob("output/*/*/*/HplCheck*/rfm_job.sh")
+    }
+    assert "srun" in scripts["srun"] and "mpirun" in scripts["mpirun"]
+    assert "#SBATCH" in scripts["srun"]
+    prov = json.loads((run / "provenance/provenance.json").read_text())
+    assert prov["scheduler"]["name"] == "slurm"
+    assert prov["scheduler"]["version"].startswith("slurm ")
+    assert prov["scheduler"]["nodes"] == {_host(): "idle"}
+    assert "ClusterName=sitebench" in (run / "provenance/slurm.conf").read_text()
+    assert prov["environment"] == "environments/local"
+    # Perflogs name the job and its nodes beside every figure.
+    header, line = (run / "perflogs/local-slurm/srun/HplCheck.log").read_text().splitlines()[:2]
+    row = dict(zip(header.split("|"), line.split("|")))
+    assert row["job_nodelist"] == _host() and row["jobid"].isdigit()
+
+
+@pytest.mark.slurm
+@pytest.mark.spack
+@pytest.mark.slow
+def test_two_nodes_ping_pong_and_npb_across_them(start_cluster, spack, tmp_path):
+    cluster = start_cluster(2)
+    assert cluster.sinfo() == {"sbnode1": "idle", "sbnode2": "idle"}
+    results = tmp_path / "results"
+    proc = run_site(
+        cluster,
+        results,
+        unjudged(spack),
+        "-n",
+        "OsuLatencyCheck.*transport=tcp",
+        "-n",
+        "NpbCheck.*benchmark=ep",
+        "-S",
+        "NpbCheck.max_nodes=2",
+        "-S",
+        "OsuLatencyCheck.max_size=65536",
+    )
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    cases = {(c["partition"], c["display_name"]): c for c in cases_of(only_run(results))}
+    osu = cases[("mpirun", "OsuLatencyCheck %scale=quick %mapping=node %transport=tcp")]
+    assert osu["result"] == "pass", osu["fail_reason"]
+    assert 0 < osu["perfvalues"]["local-slurm:mpirun:latency_small"][0]
+    for partition in ("srun", "mpirun"):
+        npb = cases[(partition, "NpbCheck %scale=quick %benchmark=ep %ranks=all")]
+        assert npb["result"] == "pass", npb["fail_reason"]
+        assert npb["num_tasks"] == 2 and npb["num_tasks_per_node"] == 1
+    # sacct gives the node list of the srun partition's jobs.
+    npb = cases[("srun", "NpbCheck %scale=quick %benchmark=ep %ranks=all")]
+    assert npb["job_nodelist"] == ["sbnode1", "sbnode2"]
+    # Two one-core nodes cannot hold the core mapping: it skips, saying why.
+    core = cases[("mpirun", "OsuLatencyCheck %scale=quick %mapping=core %transport=tcp")]
+    assert core["result"] == "skip"
+
+
+def _kill_when_running(cluster, node, nodes_wanted, done, killed):
+    env = cluster.env()
+    while not done.is_set():
+        out = subprocess.run(
+            ["squeue", "-h", "-t", "R", "-o", "%i %D"], capture_output=True, text=True, env=env
+        ).stdout
+        if any(line.split()[1] == str(nodes_wanted) for line in out.splitlines()):
+            time.sleep(1)
+            killed.extend(cluster.kill_node(node, signal.SIGKILL))
+            return
+        time.sleep(0.3)
+
+
+@pytest.mark.slurm
+@pytest.mark.spack
+@pytest.mark.slow
+def test_a_lost_node_fails_its_check_with_slurms_reason(start_cluster, spack, tmp_path):
+    cluster = start_cluster(2)
+    results = tmp_path / "results"
+    done, killed = threading.Event(), []
+    killer = threading.Thread(
+        target=_kill_when_running, args=(cluster, "sbnode2", 2, done, killed)
+    )
+    killer.start()
+    try:
+        # EP class B on 2 nodes runs for ~10 s here: time to lose a node under it.
+        proc = run_site(
+            cluster,
+            results,
+            unjudged(spack),
+            "--system",
+            "local-slurm:srun",
+            "-n",
+            "NpbCheck.*benchmark=ep.*ranks=all",
+            "-n",
+            "StreamCheck.*threads=all",
+            "-S",
+            "NpbCheck.max_nodes=2",
+            "-S",
+            "NpbCheck.npb_class=B",
+        )
+    finally:
+        done.set()
+        killer.join()
+    assert killed, "the 2-node job never ran"
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    run = only_run(results)
+    cases = {c["name"].split()[0]: c for c in cases_of(run) if c["result"] != "skip"}
+    npb, stream = cases["NpbCheck"], cases["StreamCheck"]
+    assert npb["result"] == "fail" and npb["fail_phase"] == "sanity"
+    assert "a node of the job failed (Slurm NODE_FAIL)" in npb["fail_reason"]
+    assert "sbnode2" in npb["fail_reason"]
+    # The other check ran on the node left, and the run keeps both.
+    assert stream["result"] == "pass" and stream["job_nodelist"] == ["sbnode1"]
+    assert list((run / "failed-stage").rglob("rfm_job.err"))
+    assert cluster.sinfo()["sbnode2"].startswith("down")
+
+
+@pytest.mark.slurm
+@pytest.mark.spack
+@pytest.mark.slow
+def test_a_job_over_its_time_limit_is_reported_as_such(start_cluster, spack, tmp_path):
+    cluster = start_cluster(1)
+    results = tmp_path / "results"
+    # Slurm counts limits in minutes and enforces them every 30 s or so: LU class C on one
+    # rank runs for several minutes here.
+    proc = run_site(
+        cluster,
+        results,
+        unjudged(spack),
+        "--system",
+        "local-slurm:mpirun",
+        "-n",
+        "NpbCheck.*benchmark=lu.*ranks=1$",
+        "-S",
+        "NpbCheck.npb_class=C",
+        "-S",
+        "NpbCheck.time_limit=1m",
+    )
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (case,) = [c for c in cases_of(only_run(results)) if c["result"] != "skip"]
+    assert case["fail_phase"] == "sanity"
+    assert "the job reached its time limit (Slurm TIMEOUT)" in case["fail_reason"]
+    assert read_pid(cluster.layout.pid_file("slurmctld"))

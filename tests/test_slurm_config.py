@@ -1,0 +1,142 @@
+"""The private Slurm cluster's plan and configuration files, and the site settings: no
+Slurm needed."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from conftest import ROOT
+from sitebench.errors import SitebenchError
+from sitebench.parsers import osu
+from sitebench.rfm.benchmark import scheduler_verdict
+from sitebench.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
+
+
+def conf_lines(text):
+    return dict(
+        line.split("=", 1)
+        for line in text.splitlines()
+        if "=" in line and not line.startswith(("#", "NodeName", "PartitionName"))
+    )
+
+
+def test_one_node_is_this_host_on_loopback(tmp_path):
+    cluster = plan(1, "vm", [0, 1], 24105, accounting="slurmdbd", db_password="pw")
+    (node,) = cluster.nodes
+    assert (node.name, node.address, node.cpus, node.netns) == ("vm", "127.0.0.1", 2, "")
+    text = slurm_conf(cluster, Layout(tmp_path))
+    keys = conf_lines(text)
+    assert keys["SlurmctldHost"] == "vm(127.0.0.1)"
+    assert keys["TaskPlugin"] == "task/affinity"
+    assert keys["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert keys["JobRequeue"] == "0" and keys["MpiDefault"] == "pmix"
+    assert keys["DefMemPerCPU"] == str(24105 // 2)
+    assert keys["AuthInfo"] == f"socket={tmp_path}/munge-sock/munge.socket.2"
+    assert (
+        "NodeName=vm NodeAddr=127.0.0.1 NodeHostname=vm CPUs=2 Boards=1 SocketsPerBoard=1 "
+        "CoresPerSocket=2 ThreadsPerCore=1 RealMemory=24105 State=UNKNOWN"
+    ) in text
+    dbd = conf_lines(slurmdbd_conf(cluster, Layout(tmp_path)))
+    assert dbd["StoragePass"] == "pw" and dbd["DbdPort"] == str(cluster.port + 2)
+
+
+def test_nodes_share_out_cpus_and_memory(tmp_path):
+    cluster = plan(2, "vm", [0, 1], 24105, subnet="10.213.0.0/24", accounting="none")
+    a, b = cluster.nodes
+    assert (a.name, a.address, a.host_cpus, a.netns) == (
+        "sbnode1",
+        "10.213.0.11",
+        [0],
+        "sitebench-sbnode1",
+    )
+    assert (b.address, b.host_cpus, b.memory_mb) == ("10.213.0.12", [1], 24105 // 2)
+    assert cluster.controller_address == "10.213.0.1" and cluster.subnet == "10.213.0.1/24"
+    text = slurm_conf(cluster, Layout(tmp_path))
+    keys = conf_lines(text)
+    # Nodes are cpusets: Slurm's task/affinity cannot bind inside them (measured).
+    assert keys["TaskPlugin"] == "task/none"
+    assert keys["AccountingStorageType"] == "accounting_storage/none"
+    assert "\nPartitionName=local Nodes=sbnode1,sbnode2 " in text
+    assert "NodeName=sbnode2 NodeAddr=10.213.0.12 NodeHostname=sbnode2 CPUs=1 " in text
+    assert Cluster.from_json(cluster.to_json()) == cluster
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((3, "vm", [0, 1], 1000), "3 nodes on 2 CPUs: each node needs a CPU of its own"),
+        ((0, "vm", [0, 1], 1000), "0 nodes: a cluster needs at least 1"),
+    ],
+)
+def test_impossible_plans_say_why(args, message):
+    with pytest.raises(ValueError, match=message):
+        plan(*args)
+
+
+def test_a_small_subnet_is_refused():
+    with pytest.raises(ValueError, match="subnet 10.0.0.0/30 is too small for 2 nodes"):
+        plan(2, "vm", [0, 1], 1000, subnet="10.0.0.0/30")
+
+
+def job(state, time_limit=None):
+    return SimpleNamespace(
+        state=state, jobid="7", nodelist=["sbnode1", "sbnode2"], time_limit=time_limit
+    )
+
+
+def test_the_scheduler_verdict_names_state_job_and_nodes():
+    assert scheduler_verdict(job("NODE_FAIL")) == (
+        "a node of the job failed (Slurm NODE_FAIL): job 7 on sbnode1, sbnode2"
+    )
+    assert scheduler_verdict(job("TIMEOUT", 60)) == (
+        "the job reached its time limit (Slurm TIMEOUT): job 7 on sbnode1, sbnode2; "
+        "time limit 60"
+    )
+    assert scheduler_verdict(job("CANCELLED by 0")).startswith("the job was cancelled")
+    # The program's own ending is judged by the check's sanity, not here.
+    for state in ("COMPLETED", "FAILED", None, ""):
+        assert scheduler_verdict(job(state)) is None
+
+
+def test_one_core_nodes_count_as_bound_for_the_node_mapping():
+    unbound = {
+        0: osu.Binding(0, "sbnode1", ()),
+        1: osu.Binding(1, "sbnode2", ()),
+    }
+    assert osu.mapping_problem(unbound, "node", cores_per_node=1) is None
+    assert "not bound" in osu.mapping_problem(unbound, "node", cores_per_node=2)
+    same_host = {r: osu.Binding(r, "vm", ()) for r in (0, 1)}
+    assert "not bound" in osu.mapping_problem(same_host, "core", cores_per_node=1)
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("environment: nowhere\n", "environment 'nowhere' does not exist"),
+        ("environment: [local]\n", "environment is ['local'], expected a str"),
+        ("slurm_cluster: yes please\n", "slurm_cluster is 'yes please', expected a bool"),
+        ("envirnoment: local\n", "unknown key 'envirnoment'"),
+        ("- local\n", "must be a mapping of keys"),
+        ("environment: [\n", "is not valid YAML"),
+    ],
+)
+def test_bad_site_settings_are_named(tmp_path, monkeypatch, text, message):
+    from sitebench import paths, site_settings
+
+    site = tmp_path / "site-configs" / "bad"
+    site.mkdir(parents=True)
+    (site / "site.yaml").write_text(text)
+    (tmp_path / "environments" / "local").mkdir(parents=True)
+    (tmp_path / "environments" / "local" / "spack.yaml").write_text("spack: {}\n")
+    monkeypatch.setattr(paths, "ROOT", tmp_path)
+    with pytest.raises(SitebenchError, match="site-configs/bad/site.yaml") as err:
+        site_settings.load("bad")
+    assert message in err.value.problem
+
+
+def test_the_local_slurm_site_builds_like_local():
+    from sitebench import site_settings
+
+    assert site_settings.load("local-slurm") == {"environment": "local", "slurm_cluster": True}
+    assert site_settings.load("local") == {"environment": "local", "slurm_cluster": False}
+    assert (ROOT / "site-configs" / "local-slurm" / "reframe.py").is_file()
