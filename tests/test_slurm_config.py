@@ -7,7 +7,7 @@ import pytest
 
 from conftest import ROOT
 from sitebench.errors import SitebenchError
-from sitebench.parsers import osu
+from sitebench.parsers import osu, slurm
 from sitebench.rfm.benchmark import scheduler_verdict
 from sitebench.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
 
@@ -58,6 +58,8 @@ def test_nodes_share_out_cpus_and_memory(tmp_path):
     assert keys["AccountingStorageType"] == "accounting_storage/none"
     assert "\nPartitionName=local Nodes=sbnode1,sbnode2 " in text
     assert "NodeName=sbnode2 NodeAddr=10.213.0.12 NodeHostname=sbnode2 CPUs=1 " in text
+    # Nodes share /tmp: PMIx's per-job directories go to each node's own TmpFS.
+    assert keys["TmpFS"] == f"{tmp_path}/nodes/%n/tmp"
     assert Cluster.from_json(cluster.to_json()) == cluster
 
 
@@ -82,6 +84,25 @@ def job(state, time_limit=None):
     return SimpleNamespace(
         state=state, jobid="7", nodelist=["sbnode1", "sbnode2"], time_limit=time_limit
     )
+
+
+def test_slurmstepd_says_why_when_the_backend_cannot():
+    """ReFrame's squeue backend sees no finished job: slurmstepd's line is the word."""
+    err = (ROOT / "tests/fixtures/slurm/timeout_mpirun_squeue.rfm_job.err").read_text()
+    assert scheduler_verdict(job(None), err) == (
+        "the job reached its time limit (Slurm TIMEOUT): job 7 on sbnode1, sbnode2"
+    )
+    assert slurm.cancelled_in(err) == ("TIMEOUT", "1", "vm")
+    lost = (
+        "slurmstepd-sbnode1: error: *** STEP 1.0 ON sbnode1 CANCELLED AT "
+        "2026-11-22T19:13:01 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***"
+    )
+    assert slurm.cancelled_in(lost) == ("NODE_FAIL", "1", "sbnode1")
+    plain = "slurmstepd-vm: error: *** JOB 9 ON vm CANCELLED AT 2026-11-22T19:24:40 ***"
+    assert (
+        slurm.verdict("", "9", [], plain) == "the job was cancelled (Slurm CANCELLED): job 9 on vm"
+    )
+    assert slurm.cancelled_in("srun: error: task 0 launch failed") is None
 
 
 def test_the_scheduler_verdict_names_state_job_and_nodes():

@@ -11,6 +11,7 @@ from reframe.core.exceptions import PerformanceError, SanityError
 
 from sitebench.energy import EnergyError
 from sitebench.energy.config import power_config
+from sitebench.parsers import slurm
 from sitebench.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_commands
 from sitebench.rfm.scales import SCALES
 
@@ -67,7 +68,12 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     def scheduler_ended_the_job(self):
         """A job the scheduler ended (a node lost, its time limit reached) fails with the
         scheduler's word, not with whatever its cut-short output lacks."""
-        reason = scheduler_verdict(self.job)
+        try:
+            with open(os.path.join(self.stagedir, self.job.stderr)) as fp:
+                stderr = fp.read()
+        except (OSError, TypeError):
+            stderr = ""
+        reason = scheduler_verdict(self.job, stderr)
         if reason:
             raise SanityError(reason)
 
@@ -169,29 +175,11 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             return fp.read()
 
 
-#: Batch job states (Slurm's) in which the scheduler, not the program, ended the job.
-SCHEDULER_ENDED = {
-    "NODE_FAIL": "a node of the job failed (Slurm NODE_FAIL)",
-    "TIMEOUT": "the job reached its time limit (Slurm TIMEOUT)",
-    "BOOT_FAIL": "a node of the job failed to boot (Slurm BOOT_FAIL)",
-    "DEADLINE": "the job reached its deadline (Slurm DEADLINE)",
-    "OUT_OF_MEMORY": "the job ran out of memory (Slurm OUT_OF_MEMORY)",
-    "PREEMPTED": "the job was preempted (Slurm PREEMPTED)",
-    "CANCELLED": "the job was cancelled (Slurm CANCELLED)",
-}
-
-
-def scheduler_verdict(job):
-    """Why the scheduler ended ``job``, in a sentence with its id, nodes and time limit;
-    None when the program ended on its own (or the scheduler keeps no states)."""
-    state = (getattr(job, "state", None) or "").split(",")[0].split()
-    state = state[0] if state else ""
-    # sacct prints "CANCELLED by 0" for a cancel; keep the word.
-    if state not in SCHEDULER_ENDED:
-        return None
-    where = ", ".join(job.nodelist or []) or "unknown nodes"
-    limit = f"; time limit {job.time_limit}" if state == "TIMEOUT" and job.time_limit else ""
-    return f"{SCHEDULER_ENDED[state]}: job {job.jobid} on {where}{limit}"
+def scheduler_verdict(job, stderr=""):
+    """Why the scheduler ended ``job`` (its state, else slurmstepd's line in ``stderr``)."""
+    return slurm.verdict(
+        getattr(job, "state", None), job.jobid, job.nodelist, stderr, job.time_limit
+    )
 
 
 def site_references():

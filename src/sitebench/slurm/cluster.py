@@ -388,10 +388,10 @@ class LocalCluster:
         lay = self.layout
         argv = ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name]
         if node.netns:
-            tmp = lay.root / "nodes" / node.name / "tmp"
+            tmp = lay.node_tmp(node.name)
             tmp.mkdir(parents=True, exist_ok=True)
             tmp.chmod(0o1777)
-            argv = netns.node_command(node, argv, tmp)
+            argv = netns.node_command(node, argv)
         _run(argv, f"slurmd of {node.name}", log=lay.log / f"slurmd-{node.name}.log")
 
     # -- a node's slurmd, for fault tests ----------------------------------------------

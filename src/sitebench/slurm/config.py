@@ -44,6 +44,10 @@ class Layout:
     slurmdbd_conf = property(lambda s: s.etc / "slurmdbd.conf")
     cluster_file = property(lambda s: s.root / "cluster.json")
 
+    def node_tmp(self, node="%n"):
+        """A node's TmpFS (``%n``: Slurm puts in the node's name)."""
+        return self.root / "nodes" / node / "tmp"
+
     def pid_file(self, daemon, node=None):
         return self.run / (f"{daemon}-{node}.pid" if node else f"{daemon}.pid")
 
@@ -194,6 +198,10 @@ def slurm_conf(cluster, layout):
         "JobCompType=jobcomp/filetxt",
         f"JobCompLoc={layout.log}/jobcomp.txt",
     ]
+    if len(cluster.nodes) > 1:
+        # Nodes on one machine share /tmp; Slurm's PMIx keeps per-job directories in the
+        # TmpFS of each node, which must differ ("spmix_appdir_...: File exists").
+        lines.append(f"TmpFS={layout.node_tmp()}")
     if cluster.accounting == "slurmdbd":
         lines += [
             "AccountingStorageType=accounting_storage/slurmdbd",

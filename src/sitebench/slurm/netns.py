@@ -137,14 +137,13 @@ def destroy(cluster):
         _ip("link", "del", cluster.bridge, check=False)
 
 
-def node_command(node, argv, tmp):
-    """``argv`` run as a process of ``node``: in its cpuset, network, UTS and mount
-    namespaces, with its hostname and its own /tmp (the directory ``tmp``: nodes do not
-    share a /tmp, and Slurm's PMIx and Open MPI keep per-node files there). The cgroup is
-    joined before the namespaces (nsenter, not ``ip netns exec``, so /sys and the cgroup
-    tree stay visible to hwloc)."""
+def node_command(node, argv):
+    """``argv`` run as a process of ``node``: in its cpuset, network and UTS namespaces,
+    with its hostname. The file system stays shared, as a cluster's is (the checkout, the
+    stage directories, /tmp). The cgroup is joined before the namespaces (nsenter, not
+    ``ip netns exec``, so /sys and the cgroup tree stay visible to hwloc)."""
     group = cgroup_dir(node)
-    inner = f'hostname {node.name} && mount --bind {tmp} /tmp && exec "$@"'
+    inner = f'hostname {node.name} && exec "$@"'
     return [
         "sh",
         "-c",
@@ -154,7 +153,6 @@ def node_command(node, argv, tmp):
         f"--net=/run/netns/{node.netns}",
         "unshare",
         "--uts",
-        "--mount",
         "sh",
         "-c",
         inner,
