@@ -1,0 +1,20 @@
+#!/bin/bash
+#SBATCH --job-name="rfm_ParsecCheck_8843e125"
+#SBATCH --ntasks=1
+#SBATCH --cpus-per-task=2
+#SBATCH --output=rfm_job.out
+#SBATCH --error=rfm_job.err
+#SBATCH --partition=local
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_oob_tcp_if_include=lo
+export OMPI_MCA_btl_tcp_if_include=lo
+export SLURM_MPI_TYPE=pmix
+export PARSEC_CPU_NUM=2
+export PARSEC_CPU_BASE=0
+sitebench_start=$(date +%s.%N)
+/work/main/.sitebench/spack-store/linux-x86_64_v4/parsec-benchmark-3.0-vnrc4zkp2ayjxplsi5dqpehibef64rfn/bin/fluidanimate 2 80 /work/main/.sitebench/spack-store/linux-x86_64_v4/parsec-benchmark-3.0-vnrc4zkp2ayjxplsi5dqpehibef64rfn/share/parsec-benchmark/inputs/fluidanimate/in_100K.fluid out.fluid
+sitebench_status=$?
+sitebench_end=$(date +%s.%N)
+echo "[sitebench] exit status $sitebench_status, started $sitebench_start, ended $sitebench_end"
+exit $sitebench_status
