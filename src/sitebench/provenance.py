@@ -68,7 +68,10 @@ def slurm_provenance(cluster, dest):
     for path in (cluster.layout.slurm_conf, cluster.layout.cluster_file):
         if path.is_file():
             shutil.copy2(path, dest / path.name)
-    version = subprocess.run(["sinfo", "--version"], capture_output=True, text=True)
+    # sinfo needs the cluster's configuration even to print its version.
+    version = subprocess.run(
+        ["sinfo", "--version"], capture_output=True, text=True, env=cluster.env()
+    )
     return {
         "name": "slurm",
         "version": version.stdout.strip() or None,
