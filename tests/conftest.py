@@ -26,6 +26,12 @@ def spack_missing_reason():
     )
 
 
+@pytest.fixture(autouse=True)
+def private_store(tmp_path_factory, monkeypatch):
+    """Each test's results-store index in its own temporary directory, never in .sitebench/."""
+    monkeypatch.setenv("SITEBENCH_STORE_DIR", str(tmp_path_factory.mktemp("store")))
+
+
 @pytest.fixture(scope="session")
 def spack():
     reason = spack_missing_reason()

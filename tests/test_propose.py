@@ -66,7 +66,7 @@ def test_only_the_last_runs_count(tmp_path):
     for i in range(3):
         store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0})
     proposal, _, runs = propose.propose("local", last=3, root=tmp_path)
-    assert [r.name for r in runs][0] == "20260100T000000Z-aaaaa0"
+    assert runs[0] == "20260100T000000Z-aaaaa0"
     assert proposal["StreamCheck"]["zen3"]["quick"][1]["Triad"][0] == 100
 
 

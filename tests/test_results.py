@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from conftest import FIXTURES, sitebench
+from conftest import FIXTURES
 from sitebench import figures
-from sitebench.compare import Side, compare, render, robust_sigma
 from sitebench.errors import SitebenchError
 from sitebench.results import INCOMING, Incoming, load_runs, run_dirs
 
@@ -85,68 +84,6 @@ def test_corrupt_runs_are_reported_skipped_and_kept(results_root, capsys):
     assert any("not valid JSON" in w for w in warnings)
     assert any("not a ReFrame run report" in w for w in warnings)
     assert bad.exists() and foreign.exists()  # never deleted
-
-
-def test_compare_two_sites_with_noise(results_root):
-    # Site b is 20 % faster in every figure; each site has 4 runs with ±1 % spread.
-    for factor in (0.99, 1.0, 1.01, 1.0):
-        store_run("a", factor)
-        store_run("b", 1.2 * factor)
-    table = compare(Side("a"), Side("b"))
-    assert len(table) == 9
-    assert (table["n_a"] == 4).all() and (table["n_b"] == 4).all()
-    assert table["ratio"].tolist() == pytest.approx([1.2] * 9)
-    assert set(table["beyond_noise"]) == {"yes"}
-    same = compare(Side("a"), Side("a"))
-    assert set(same["beyond_noise"]) == {"no"}
-    text = render(table, "a", "b")
-    assert "B/A" in text and "1.200" in text
-
-
-def test_compare_single_runs_uses_site_history(results_root):
-    runs = [store_run("local", f) for f in (1.0, 1.02, 0.98, 1.0)]
-    one, two = runs[0].name, runs[1].name
-    table = compare(Side(f"local/{one}"), Side(f"local/{two}"))
-    assert table["ratio"].tolist() == pytest.approx([1.02] * 9)
-    # Site noise: MAD of (0.98, 1, 1, 1.02) = 0.01 -> sigma ~1.48 %; 2 % < 3 sigma.
-    assert table["noise"].tolist() == pytest.approx([0.014826] * 9, rel=1e-3)
-    assert set(table["beyond_noise"]) == {"no"}
-
-
-def test_compare_without_history_says_unknown(results_root):
-    store_run("x")
-    store_run("y", 2.0)
-    assert set(compare(Side("x"), Side("y"))["beyond_noise"]) == {"unknown"}
-
-
-def test_robust_sigma():
-    assert robust_sigma([1.0, 2.0]) is None
-    assert robust_sigma([10.0, 10.0, 10.0]) == 0
-    assert robust_sigma([9.0, 10.0, 11.0]) == pytest.approx(0.14826)
-
-
-def test_compare_cli_errors_and_formats(results_root):
-    store_run("local")
-    store_run("local", 1.1)
-    unknown = sitebench("compare", "local", "nowhere")
-    assert unknown.returncode == 2 and "has no runs" in unknown.stderr
-    escape = sitebench("compare", "local", "../etc")
-    assert escape.returncode == 2 and "invalid site name" in escape.stderr
-    missing = sitebench("compare", "local/20990101T000000Z-000000", "local")
-    assert missing.returncode == 2 and "does not exist" in missing.stderr
-    csv = sitebench("compare", "local", "local", "--format", "csv", check=True)
-    assert csv.stdout.splitlines()[0].startswith("check,params,figure,unit,n_a,median_a")
-    js = json.loads(sitebench("compare", "local", "local", "--format", "json", check=True).stdout)
-    assert len(js["rows"]) == 9
-
-
-def test_compare_never_modifies_results(results_root):
-    store_run("local")
-    (results_root / "local" / "garbage").mkdir()
-    before = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
-    sitebench("compare", "local", "local", check=True)
-    after = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
-    assert before == after
 
 
 def test_failed_stages_keep_their_small_files_only(tmp_path):

@@ -34,11 +34,16 @@ def cmd_detect(args):
     return 0
 
 
+def _warn(message):
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def cmd_compare(args):
     from sitebench.compare import Side, compare, render
 
-    a, b = Side(args.a, job_wall=args.job_wall), Side(args.b, job_wall=args.job_wall)
-    print(render(compare(a, b), args.a, args.b, args.format))
+    a, b = Side.parse(args.a), Side.parse(args.b)
+    table = compare(a, b, job_wall=args.job_wall, warn=_warn)
+    print(render(table, args.a, args.b, args.format))
     return 0
 
 
@@ -158,9 +163,15 @@ def parser():
     det.add_argument("--redetect", action="store_true", help="detect again even if done")
     det.set_defaults(func=cmd_detect)
 
-    cmp_ = sub.add_parser("compare", help="compare two sites or runs from results/")
-    cmp_.add_argument("a", help="SITE or SITE/RUN")
-    cmp_.add_argument("b", help="SITE or SITE/RUN")
+    cmp_ = sub.add_parser(
+        "compare",
+        help="compare two sites, partitions, runs or time ranges from results/",
+        description="Each side: SITE, SITE:PARTITION, SITE/RUN or SITE@SINCE..UNTIL "
+        "(ISO 8601 UTC; an end may be empty). Per figure: runs, median, IQR, B/A and a "
+        "two-sided Mann-Whitney U test (p < 0.01: beyond noise).",
+    )
+    cmp_.add_argument("a", help="side A, e.g. local or local@2026-11-01..2026-11-08")
+    cmp_.add_argument("b", help="side B, e.g. local-slurm:srun or local/<run>")
     cmp_.add_argument("--format", choices=("table", "csv", "json"), default="table")
     cmp_.add_argument(
         "--job-wall",

@@ -13,17 +13,20 @@ follows the unit: times and latencies (s, ms, us) lose upwards, every other
 figure (rates, bandwidths, Mop/s...) loses downwards. Figures in bytes or
 counts (where a peak was, how many errors) and figures whose median is 0 get
 no reference: they describe the run, and sanity decides on errors.
+
+The values come from the results store (:mod:`sitebench.store`): one DuckDB query over
+the Parquet index, so years of nightly runs take no longer than a few.
 """
 
 import difflib
+import json
 import math
-import statistics
 
 import yaml
 
+from sitebench import store
 from sitebench.errors import SitebenchError
 from sitebench.files import write_atomic
-from sitebench.results import load_runs
 
 MIN_RUNS = 3
 SIGMAS = 3.0
@@ -32,20 +35,6 @@ MAD_TO_SIGMA = 1.4826
 LOWER_IS_BETTER_UNITS = {"s", "ms", "us", "ns"}
 #: Descriptive figures (where a peak was, how many errors): recorded, not held to a value.
 UNJUDGED_UNITS = {"B", "count"}
-
-
-def _cases(run):
-    """The last attempt of each non-fixture test case of a run."""
-    latest = {}
-    for attempt in run.report.get("runs", []):
-        for case in attempt.get("testcases", []):
-            latest[case.get("unique_name") or case.get("display_name")] = case
-    return [c for c in latest.values() if not c.get("fixture")]
-
-
-def _noise(values, median):
-    mad = statistics.median(abs(v - median) for v in values)
-    return MAD_TO_SIGMA * mad / abs(median)
 
 
 def _round(value):
@@ -57,37 +46,43 @@ def _round(value):
     return int(rounded) if digits <= 0 else rounded
 
 
-def collect(site, last, root=None, warn=None):
-    """{(check, arch, keys, key values, figure): (values, unit)} over the last runs, and
-    the keys each check was indexed by in the newest run that has it."""
-    runs = load_runs(site, root, warn)[-last:]
-    samples, latest_keys = {}, {}
-    for run in runs:
-        arch = run.provenance.get("cpu_arch")
-        if not arch:
-            continue
-        for case in _cases(run):
-            keys = case.get("reference_keys")
-            if not isinstance(keys, list):
-                continue  # a check that does not declare its reference index
-            check = (case.get("display_name") or case["name"]).split(" ")[0]
-            latest_keys[check] = tuple(keys)
-            index = tuple(case.get(k) for k in keys)
-            for name, entry in (case.get("perfvalues") or {}).items():
-                value, unit = entry[0], entry[4]
-                if not isinstance(value, (int, float)) or not math.isfinite(value):
-                    continue
-                figure = name.rsplit(":", 1)[-1]
-                slot = samples.setdefault(
-                    (check, arch, tuple(keys), index, figure), {"values": [], "unit": unit}
-                )
-                slot["values"].append(float(value))
-    return runs, samples, latest_keys
+def collect(site, last, root=None, warn=None, progress=None):
+    """The site's last ``last`` run names, and per (check, arch, keys, key values, figure)
+    the median, noise and count of its values over those runs, from the results store."""
+    con = store.open_store([site], root, warn, progress)
+    runs = [
+        name
+        for (name,) in con.execute(
+            "SELECT run FROM runs WHERE site = ? ORDER BY run DESC LIMIT ?", [site, last]
+        ).fetchall()
+    ][::-1]
+    rows = con.execute(
+        """
+        WITH recent AS (
+            SELECT * FROM figures
+            WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
+              AND figure <> 'job_wall' AND isfinite(value)
+        ), newest AS (
+            -- The index each check declares in the newest run that has it.
+            SELECT "check", arg_max(ref_keys, run) AS keys FROM recent
+            WHERE ref_keys IS NOT NULL GROUP BY ALL
+        )
+        SELECT "check", arch, ref_keys, ref_index, figure, any_value(unit) AS unit,
+            median(value) AS median, mad(value) AS mad, count(*) AS n,
+            ref_keys = newest.keys AS current_index
+        FROM recent JOIN newest USING ("check")
+        WHERE arch IS NOT NULL
+        GROUP BY "check", arch, ref_keys, ref_index, figure, newest.keys
+        ORDER BY "check", arch, ref_keys, ref_index, figure
+        """,
+        [site, runs],
+    ).fetchall()
+    return runs, rows
 
 
 def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
-    """The proposed references mapping and the notes on what was left out."""
-    runs, samples, latest_keys = collect(site, last, root, warn)
+    """The proposed references mapping, the notes on what was left out, and the runs used."""
+    runs, rows = collect(site, last, root, warn)
     if len(runs) < MIN_RUNS:
         raise SitebenchError(
             f"site {site!r} has {len(runs)} stored run(s); references need at least "
@@ -95,39 +90,37 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
             f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
         )
     proposal, notes = {}, []
-    for (check, arch, keys, index, figure), slot in sorted(samples.items(), key=str):
-        values = slot["values"]
+    for check, arch, keys_json, index_json, figure, unit, median, mad, n, current in rows:
+        keys, index = json.loads(keys_json), json.loads(index_json)
         label = f"{check} {dict(zip(keys, index))} {figure}"
-        if keys != latest_keys[check]:
+        if not current:
             # The check's index changed: older runs cannot say which entry they belong to.
-            notes.append(f"{label}: from runs indexed by {list(keys)}, since changed; left out")
+            notes.append(f"{label}: from runs indexed by {keys}, since changed; left out")
             continue
-        if len(values) < MIN_RUNS:
-            notes.append(f"{label}: {len(values)} value(s), need {MIN_RUNS}; left out")
+        if n < MIN_RUNS:
+            notes.append(f"{label}: {n} value(s), need {MIN_RUNS}; left out")
             continue
-        if slot["unit"] in UNJUDGED_UNITS:
-            notes.append(f"{label}: unit {slot['unit']} describes the run; left out")
+        if unit in UNJUDGED_UNITS:
+            notes.append(f"{label}: unit {unit} describes the run; left out")
             continue
-        median = statistics.median(values)
         if median == 0:
             notes.append(f"{label}: median 0, left to the check's sanity")
             continue
-        tolerance = round(max(SIGMAS * _noise(values, median), min_tolerance), 2)
-        lower, upper = (
-            (None, tolerance) if slot["unit"] in LOWER_IS_BETTER_UNITS else (-tolerance, None)
-        )
+        noise = MAD_TO_SIGMA * mad / abs(median)
+        tolerance = round(max(SIGMAS * noise, min_tolerance), 2)
+        lower, upper = (None, tolerance) if unit in LOWER_IS_BETTER_UNITS else (-tolerance, None)
         block = proposal.setdefault(check, {"$index": ["$processor.arch", *keys]})
         node = block.setdefault(arch, {})
         for key in index:
             node = node.setdefault(key, {})
-        node[figure] = [_round(median), lower, upper, slot["unit"]]
+        node[figure] = [_round(median), lower, upper, unit]
     return proposal, notes, runs
 
 
 def render(site, proposal, runs, min_tolerance=MIN_TOLERANCE):
     header = (
         f"# References of site {site!r}, proposed by `sitebench references {site}` from its\n"
-        f"# last {len(runs)} runs ({runs[0].name} .. {runs[-1].name}).\n"
+        f"# last {len(runs)} runs ({runs[0]} .. {runs[-1]}).\n"
         f"# Value = median; the losing side's tolerance = max({SIGMAS:g} x noise, "
         f"{min_tolerance:g}),\n# noise = 1.4826 x MAD / median; the winning side is open. "
         f"Review before committing.\n"

@@ -173,3 +173,11 @@ def load_runs(site, root=None, warn=None):
         except BadRun as err:
             warn(str(err))
     return runs
+
+
+def site_dirs(root=None):
+    """The site directories of a results directory (hidden entries left out)."""
+    root = Path(root or paths.results_dir())
+    if not root.is_dir():
+        return []
+    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))

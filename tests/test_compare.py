@@ -1,0 +1,181 @@
+"""Compare: sides (sites, partitions, runs, time ranges), the Mann-Whitney U test, formats."""
+
+import itertools
+import json
+import random
+
+import pandas as pd
+import pytest
+
+from conftest import FIXTURES, sitebench
+from sitebench import compare as cmp
+from sitebench import store
+from sitebench.compare import Side, compare, render
+from sitebench.errors import SitebenchError
+from sitebench.results import Incoming
+
+REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
+FIGURES_IN_REPORT = 9
+
+
+def store_run(site, factor=1.0, started=None, partition=None):
+    """A run whose figures are the real report's times ``factor``."""
+    report = json.loads(json.dumps(REPORT))
+    if started:
+        report["session_info"]["time_start"] = started
+    for case in report["runs"][0]["testcases"]:
+        if partition:
+            case["partition"] = partition
+        for entry in (case.get("perfvalues") or {}).values():
+            entry[0] *= factor
+    incoming = Incoming(site)
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text(json.dumps({"site": site}))
+    return incoming.commit()
+
+
+SPREAD = (0.99, 1.0, 1.01, 1.003, 0.995, 1.005)
+
+
+def test_a_real_difference_is_beyond_noise_and_equal_sides_are_not(results_root):
+    # Site b is 20 % faster in every figure; 6 runs each with ±1 % spread.
+    for f in SPREAD:
+        store_run("a", f)
+        store_run("b", 1.2 * f)
+    table = compare(Side.parse("a"), Side.parse("b"))
+    assert len(table) == FIGURES_IN_REPORT
+    assert (table["n_a"] == 6).all() and (table["n_b"] == 6).all()
+    assert table["ratio"].tolist() == pytest.approx([1.2] * FIGURES_IN_REPORT)
+    # Complete separation of 6 against 6: exact p = 2 / C(12, 6).
+    assert table["p_value"].tolist() == pytest.approx([2 / 924] * FIGURES_IN_REPORT)
+    assert set(table["beyond_noise"]) == {"yes"}
+    same = compare(Side.parse("a"), Side.parse("a"))
+    assert set(same["beyond_noise"]) == {"no"} and set(same["p_value"]) == {1.0}
+    text = render(table, "a", "b")
+    assert "B/A" in text and "1.200" in text and "Mann-Whitney" in text
+
+
+def test_a_difference_within_the_noise_is_not_flagged(results_root):
+    # Interleaved values: b is 0.2 % higher in median, well inside its ±1 % spread.
+    for f in SPREAD:
+        store_run("a", f)
+        store_run("b", f * 1.002)
+    table = compare(Side.parse("a"), Side.parse("b"))
+    assert set(table["beyond_noise"]) == {"no"}
+    assert (table["p_value"] > 0.3).all()
+
+
+def test_too_few_runs_is_said_not_guessed(results_root):
+    # 3 against 3 cannot reach p < 0.01 even when completely separated (p >= 0.1).
+    for f in SPREAD[:3]:
+        store_run("a", f)
+        store_run("b", 2 * f)
+    table = compare(Side.parse("a"), Side.parse("b"))
+    assert set(table["beyond_noise"]) == {"too few runs"}
+    assert table["p_value"].tolist() == pytest.approx([0.1] * FIGURES_IN_REPORT)
+
+
+def test_exact_p_matches_enumeration():
+    # Every split of 9 distinct values into 4 and 5: the exact two-sided p by brute force.
+    n_a, n_b = 4, 5
+    values = range(n_a + n_b)
+    us = []
+    for a in itertools.combinations(values, n_a):
+        us.append(sum(1 for x in a for y in values if y not in a and x > y))
+    for u in range(n_a * n_b + 1):
+        low = min(u, n_a * n_b - u)
+        brute = min(1.0, 2 * sum(1 for v in us if v <= low) / len(us))
+        rank_sum = u + n_a * (n_a + 1) / 2
+        assert cmp.p_value(rank_sum, n_a, n_b, 0) == pytest.approx(brute)
+
+
+def test_tie_corrected_variance_matches_the_permutation_variance():
+    # With ties the normal approximation's variance must equal U's exact variance over
+    # all splits (mid-ranks): that is what the tie correction claims.
+    data = [1, 1, 2, 3, 3, 3, 4, 5]
+    n_a, n_b = 3, 5
+    ranks = pd.Series(data).rank(method="average").tolist()
+    us = [
+        sum(ranks[i] for i in a) - n_a * (n_a + 1) / 2
+        for a in itertools.combinations(range(len(data)), n_a)
+    ]
+    mean = sum(us) / len(us)
+    permutation_var = sum((u - mean) ** 2 for u in us) / len(us)
+    ties = sum(t**3 - t for t in pd.Series(data).value_counts())
+    assert cmp.u_variance(n_a, n_b, ties) == pytest.approx(permutation_var)
+
+
+def test_rank_sums_and_ties_from_duckdb_match_pandas(results_root):
+    rng = random.Random(7)
+    a = [rng.choice([1.0, 2.0, 2.5, 3.0, 4.0]) for _ in range(30)]
+    b = [rng.choice([1.0, 2.0, 3.5, 4.0, 5.0]) for _ in range(40)]
+    for i, value in enumerate(a + b):
+        site = "a" if i < len(a) else "b"
+        # One figure (HPL's) carries the value; the factor scales the report's 81.606.
+        store_run(site, value / 81.606)
+    con = store.open_store(["a", "b"])
+    df = cmp.query(con, Side.parse("a").where(), Side.parse("b").where())
+    hpl = df[df["check"] == "HplCheck"].iloc[0]
+    ranks = pd.Series([round(v, 9) for v in a + b]).rank(method="average")
+    assert hpl["rank_sum_a"] == pytest.approx(ranks[: len(a)].sum())
+    counts = pd.Series([round(v, 9) for v in a + b]).value_counts()
+    assert hpl["ties"] == pytest.approx(sum(t**3 - t for t in counts))
+    assert hpl["median_a"] == pytest.approx(pd.Series(a).median())
+    q = pd.Series(b).quantile([0.25, 0.75])
+    assert hpl["iqr_b"] == pytest.approx(q[0.75] - q[0.25])
+
+
+def test_time_ranges_and_partitions_as_sides(results_root):
+    # Two weeks of one site: the second week 10 % slower, on partition "srun".
+    for day, f in zip(range(1, 7), SPREAD):
+        store_run("site", f, started=f"202611{day:02d}T020000+0000")
+    for day, f in zip(range(15, 21), SPREAD):
+        store_run("site", 0.9 * f, started=f"202611{day:02d}T020000+0000", partition="srun")
+    early = Side.parse("site@2026-11-01..2026-11-08")
+    late = Side.parse("site@2026-11-15..")
+    table = compare(early, late)
+    assert (table["n_a"] == 6).all() and (table["n_b"] == 6).all()
+    assert table["ratio"].tolist() == pytest.approx([0.9] * FIGURES_IN_REPORT)
+    assert set(table["beyond_noise"]) == {"yes"}
+    by_partition = compare(Side.parse("site:default"), Side.parse("site:srun"))
+    assert by_partition["ratio"].tolist() == pytest.approx([0.9] * FIGURES_IN_REPORT)
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("nowhere", "has no runs"),
+        ("../etc", "invalid site name"),
+        ("local/20990101T000000Z-000000", "does not exist"),
+        ("local@yesterday..", "is not a date"),
+        ("local@2026-11-01", "cannot read the comparison side"),
+        ("local:bad partition", "invalid partition name"),
+    ],
+)
+def test_bad_sides_say_what_to_write(results_root, spec, message):
+    store_run("local")
+    with pytest.raises(SitebenchError, match=message):
+        Side.parse(spec)
+
+
+def test_cli_formats_warnings_and_errors(results_root):
+    store_run("local")
+    store_run("local", 1.1)
+    (results_root / "local" / "20200101T000000Z-abcdef").mkdir()  # partial: no report
+    csv = sitebench("compare", "local", "local", "--format", "csv", check=True)
+    assert csv.stdout.splitlines()[0] == ",".join(cmp.COLUMNS)
+    assert "skipped local/20200101T000000Z-abcdef" in csv.stderr
+    js = json.loads(sitebench("compare", "local", "local", "--format", "json", check=True).stdout)
+    assert len(js["rows"]) == FIGURES_IN_REPORT and "Mann-Whitney" in js["test"]
+    bad = sitebench("compare", "local", "local@2026-13-45..")
+    assert bad.returncode == 2 and "is not a date" in bad.stderr
+
+
+def test_compare_never_modifies_results(results_root):
+    store_run("local")
+    (results_root / "local" / "garbage").mkdir()
+    before = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
+    sitebench("compare", "local", "local", check=True)
+    after = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
+    assert before == after
