@@ -18,7 +18,29 @@ def cmd_run(args):
         + str(run_dir.relative_to(paths.ROOT) if run_dir.is_relative_to(paths.ROOT) else run_dir)
     )
     print(summary.summarize(run_dir))
+    print(_drift_of(run_dir))
     return 0 if code == 0 else 1
+
+
+def _drift_of(run_dir):
+    """The stored run against its site's history (a line; never fails the run)."""
+    from sitebench import regress
+
+    try:
+        site, run = run_dir.parent.name, run_dir.name
+        _, earlier, df = regress.check_site(site, run, warn=_warn)
+        return regress.render(site, run, earlier, df)
+    except SitebenchError as err:
+        return f"drift from history: not judged ({err})"
+
+
+def cmd_regressions(args):
+    from sitebench import regress
+
+    run, earlier, df = regress.check_site(args.site, args.run, args.history, warn=_warn)
+    print(regress.render(args.site, run, earlier, df, args.format))
+    worse = (df["drift"] == "worse").any()
+    return 1 if worse and args.fail_on_worse else 0
 
 
 def cmd_detect(args):
@@ -180,6 +202,19 @@ def parser():
         "and the same machine behind a scheduler, the scheduler's overhead per check",
     )
     cmp_.set_defaults(func=cmd_compare)
+
+    reg = sub.add_parser(
+        "regressions",
+        help="flag figures of a run that drifted beyond noise from the site's recent runs",
+    )
+    reg.add_argument("site", help="site under results/")
+    reg.add_argument("--run", help="the run to judge (default: the newest)")
+    reg.add_argument("--history", type=int, default=20, help="earlier runs (default 20)")
+    reg.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    reg.add_argument(
+        "--fail-on-worse", action="store_true", help="exit 1 when a figure drifted to worse"
+    )
+    reg.set_defaults(func=cmd_regressions)
 
     ref = sub.add_parser(
         "references", help="propose a site's references from its last runs (diff, --write)"

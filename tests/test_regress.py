@@ -1,0 +1,103 @@
+"""Regression detection: a run drifting from the site's history is flagged, even inside
+its static tolerance; noise and short histories are not."""
+
+import functools
+import itertools
+import json
+import time
+from unittest import mock
+
+import pytest
+
+from conftest import FIXTURES, sitebench
+from sitebench import regress
+from sitebench.errors import SitebenchError
+from sitebench import results
+
+REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
+SECONDS = itertools.count()
+NOISE = (1.0, 1.01, 0.99, 1.004, 0.996, 1.008, 0.993, 1.002)
+
+
+def store_run(factor=1.0, hpl_factor=None, result="pass"):
+    """A run of site "local": the real report's figures times ``factor`` (HPL's times
+    ``hpl_factor``), each still judged ``result`` against its static reference."""
+    report = json.loads(json.dumps(REPORT))
+    for case in report["runs"][0]["testcases"]:
+        for name, entry in (case.get("perfvalues") or {}).items():
+            entry[0] *= hpl_factor if hpl_factor and name.endswith(":gflops") else factor
+            entry[5:] = [result]
+    # Runs of one second sort by their random suffix: give each its own second.
+    when = time.time() + next(SECONDS)
+    with mock.patch.object(results, "new_run_name", functools.partial(results.new_run_name, when)):
+        incoming = results.Incoming("local")
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text('{"cpu_arch": "zen3"}')
+    return incoming.commit()
+
+
+def drifted(df):
+    return {(r.check, r.figure): r.drift for r in df.itertuples() if r.drift}
+
+
+def test_a_slower_hpl_is_flagged_while_inside_its_tolerance(results_root):
+    for f in NOISE:
+        store_run(f)
+    # 4 % slower: inside HPL's static -10 % tolerance (still "pass"), far outside ±1 % noise.
+    last = store_run(1.0, hpl_factor=0.96)
+    run, earlier, df = regress.check_site("local")
+    assert run == last.name and len(earlier) == len(NOISE)
+    assert drifted(df) == {("HplCheck", "gflops"): "worse"}
+    hpl = df[df["check"] == "HplCheck"].iloc[0]
+    assert hpl["result"] == "pass" and hpl["z"] < -regress.Z_LIMIT
+    text = regress.render("local", run, earlier, df)
+    assert "WORSE" in text and "HplCheck" in text and "static check: pass" in text
+
+
+def test_faster_is_flagged_as_better_and_noise_is_not_flagged(results_root):
+    for f in NOISE:
+        store_run(f)
+    store_run(1.005)  # inside the noise
+    _, _, df = regress.check_site("local")
+    assert drifted(df) == {}
+    store_run(1.0, hpl_factor=1.1)
+    _, _, df = regress.check_site("local")
+    assert drifted(df) == {("HplCheck", "gflops"): "better"}
+
+
+def test_a_short_history_is_not_judged(results_root):
+    for f in NOISE[:3]:
+        store_run(f)
+    store_run(0.5)
+    _, earlier, df = regress.check_site("local")
+    assert len(earlier) == 3 and set(df["drift"]) == {"history too short"}
+
+
+def test_only_the_last_runs_make_the_history(results_root):
+    # An old era at half the speed is outside the 8-run window and does not count.
+    for f in NOISE:
+        store_run(0.5 * f)
+    for f in NOISE:
+        store_run(f)
+    store_run(1.0)
+    _, earlier, df = regress.check_site("local", history=len(NOISE))
+    assert len(earlier) == len(NOISE) and drifted(df) == {}
+
+
+def test_unknown_site_or_run_is_a_clear_error(results_root):
+    store_run()
+    with pytest.raises(SitebenchError, match="is not among the readable runs"):
+        regress.check_site("local", run="20990101T000000Z-000000")
+
+
+def test_command_line_exit_code_on_worse(results_root):
+    for f in NOISE:
+        store_run(f)
+    store_run(1.0, hpl_factor=0.9)
+    plain = sitebench("regressions", "local", check=True)
+    assert "1 drifted" in plain.stdout
+    strict = sitebench("regressions", "local", "--fail-on-worse")
+    assert strict.returncode == 1
+    js = json.loads(sitebench("regressions", "local", "--format", "json", check=True).stdout)
+    assert len(js["history"]) == len(NOISE)
