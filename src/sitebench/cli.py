@@ -4,6 +4,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+import time
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
@@ -100,6 +101,14 @@ def cmd_mirror(args):
 def cmd_perf(args):
     from sitebench import perf
 
+    if args.benchmark == "store":
+        from sitebench import store_bench
+
+        result = store_bench.bench(args.rounds)
+        result.update(benchmark="store", when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        print(store_bench.render(result))
+        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
+        return 0
     result = perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds)
     print(perf.render(result))
     print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
@@ -236,7 +245,12 @@ def parser():
     mir.set_defaults(func=cmd_mirror)
 
     prf = sub.add_parser("perf", help="performance benchmark: ratios measured side by side")
-    prf.add_argument("benchmark", choices=("hpl",))
+    prf.add_argument(
+        "benchmark",
+        choices=("hpl", "store"),
+        help="hpl: our HPL against hpcc, Spack's builtin and DGEMM; store: the results "
+        "store on 10 million synthetic figures",
+    )
     prf.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
     prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
     prf.add_argument("--rounds", type=int, default=3, help="repetitions (default 3)")

@@ -137,27 +137,25 @@ def query(con, a_where, b_where, job_wall=False):
     ), stats AS (
         SELECT {keys}, any_value(unit) AS unit,
             count(*) FILTER (NOT b) AS n_a,
-            median(value) FILTER (NOT b) AS median_a,
-            quantile_cont(value, [0.25, 0.75]) FILTER (NOT b) AS q_a,
+            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (NOT b) AS q_a,
             count(*) FILTER (b) AS n_b,
-            median(value) FILTER (b) AS median_b,
-            quantile_cont(value, [0.25, 0.75]) FILTER (b) AS q_b
+            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (b) AS q_b
         FROM sel GROUP BY ALL
         HAVING count(*) FILTER (NOT b) > 0 AND count(*) FILTER (b) > 0
+    ), numbered AS (
+        SELECT {keys}, b, value, row_number() OVER (PARTITION BY {keys} ORDER BY value) AS rn
+        FROM sel
     ), tied AS (
-        -- Equal values share their mid-rank: count each distinct value once per side.
-        SELECT {keys}, value, count(*) AS t, count(*) FILTER (NOT b) AS t_a
-        FROM sel GROUP BY ALL
-    ), ranks AS (
-        SELECT {keys}, t, t_a,
-            sum(t) OVER (PARTITION BY {keys} ORDER BY value) - (t - 1) / 2.0 AS midrank
-        FROM tied
+        -- Equal values share their mid-rank; t of them make a tie of size t.
+        SELECT {keys}, (min(rn) + max(rn)) / 2.0 AS midrank, count(*) AS t,
+            count(*) FILTER (NOT b) AS t_a
+        FROM numbered GROUP BY {keys}, value
     ), u AS (
         SELECT {keys}, sum(t_a * midrank) AS rank_sum_a, sum(t * t * t - t) AS ties
-        FROM ranks GROUP BY ALL
+        FROM tied GROUP BY ALL
     )
-    SELECT {keys}, unit, n_a, median_a, q_a[2] - q_a[1] AS iqr_a,
-        n_b, median_b, q_b[2] - q_b[1] AS iqr_b, rank_sum_a, ties
+    SELECT {keys}, unit, n_a, q_a[2] AS median_a, q_a[3] - q_a[1] AS iqr_a,
+        n_b, q_b[2] AS median_b, q_b[3] - q_b[1] AS iqr_b, rank_sum_a, ties
     FROM stats JOIN u USING ("check", params, figure)
     ORDER BY "check", params, figure
     """

@@ -47,9 +47,14 @@ def _round(value):
 
 
 def collect(site, last, root=None, warn=None, progress=None):
-    """The site's last ``last`` run names, and per (check, arch, keys, key values, figure)
-    the median, noise and count of its values over those runs, from the results store."""
+    """The site's last ``last`` run names and the :func:`history` rows over them."""
     con = store.open_store([site], root, warn, progress)
+    return history(con, site, last)
+
+
+def history(con, site, last):
+    """Per (check, arch, keys, key values, figure) over the site's last ``last`` runs:
+    unit, median, MAD, count and whether the keys are the check's current index."""
     runs = [
         name
         for (name,) in con.execute(
@@ -89,6 +94,12 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
             f"{MIN_RUNS} to measure the noise",
             f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
         )
+    proposal, notes = build(rows, min_tolerance)
+    return proposal, notes, runs
+
+
+def build(rows, min_tolerance=MIN_TOLERANCE):
+    """The references mapping from :func:`history` rows, and notes on what was left out."""
     proposal, notes = {}, []
     for check, arch, keys_json, index_json, figure, unit, median, mad, n, current in rows:
         keys, index = json.loads(keys_json), json.loads(index_json)
@@ -114,7 +125,7 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
         for key in index:
             node = node.setdefault(key, {})
         node[figure] = [_round(median), lower, upper, unit]
-    return proposal, notes, runs
+    return proposal, notes
 
 
 def render(site, proposal, runs, min_tolerance=MIN_TOLERANCE):

@@ -190,14 +190,14 @@ def compact(base):
         return
     con = duckdb.connect()
     number = _next_segment(base)
-    merged_figs = con.execute(
+    fig_files, run_files = [str(p) for p in figs], [str(p) for p in runs]
+    merged_figs = con.sql(
         'SELECT DISTINCT ON (run, partition, environ, "check", params, figure) * '
-        "FROM read_parquet(?)",
-        [[str(p) for p in figs]],
-    ).arrow()
-    merged_runs = con.execute(
-        "SELECT DISTINCT ON (run) * FROM read_parquet(?)", [[str(p) for p in runs]]
-    ).arrow()
+        f"FROM read_parquet({fig_files!r})"
+    ).to_arrow_table()
+    merged_runs = con.sql(
+        f"SELECT DISTINCT ON (run) * FROM read_parquet({run_files!r})"
+    ).to_arrow_table()
     _write_atomic(merged_figs, base / f"fig-{number:06d}.parquet")
     _write_atomic(merged_runs, base / f"run-{number:06d}.parquet")
     for path in figs + runs:

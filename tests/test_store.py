@@ -1,0 +1,122 @@
+"""The results store: an index of results/ that follows it, never writes to it, and
+survives a crash between its own writes."""
+
+import json
+
+import pyarrow.parquet as pq
+
+from conftest import FIXTURES
+from sitebench import store, store_bench
+from sitebench.results import Incoming
+
+REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
+CASES = [c for c in REPORT["runs"][0]["testcases"] if not c.get("fixture")]
+# Each performance figure, and the job wall time of each case that ran.
+FIGURES_PER_RUN = sum(len(c["perfvalues"] or {}) for c in CASES) + sum(
+    c["result"] in ("pass", "fail") and c["time_run"] is not None for c in CASES
+)
+
+
+def store_run(site="local", arch="zen3"):
+    incoming = Incoming(site)
+    (incoming.path / "report.json").write_text(json.dumps(REPORT))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text(json.dumps({"cpu_arch": arch}))
+    return incoming.commit()
+
+
+def count(con, table="figures"):
+    return con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+
+
+def test_refresh_reads_only_new_runs(results_root):
+    store_run()
+    assert store.refresh("local") == 1
+    assert store.refresh("local") == 0
+    store_run()
+    assert store.refresh("local") == 1
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == 2 and count(con) == 2 * FIGURES_PER_RUN
+    row = con.execute(
+        "SELECT arch, partition, case_vars, ref_keys FROM figures WHERE figure = 'gflops'"
+    ).fetchone()
+    assert row[0] == "zen3" and row[1] == "default"
+    assert json.loads(row[2])["scale"] == "quick"
+
+
+def test_a_removed_run_leaves_the_index(results_root):
+    first = store_run()
+    store_run()
+    store.refresh("local")
+    for path in sorted(first.rglob("*"), reverse=True):
+        path.rmdir() if path.is_dir() else path.unlink()
+    first.rmdir()
+    store.refresh("local")
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == 1 and count(con) == FIGURES_PER_RUN
+
+
+def test_a_crash_between_segment_and_run_list_is_repaired(results_root):
+    store_run()
+    store.refresh("local")
+    base = store.store_dir() / "local"
+    listed = (base / "runs.json").read_text()
+    store_run()
+    store.refresh("local")
+    # As if the process died after writing the second segment but before listing its run.
+    (base / "runs.json").write_text(listed)
+    (base / ".fig-000009.parquet.tmp").write_text("half a file")
+    assert store.refresh("local") == 1
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == 2 and count(con) == 2 * FIGURES_PER_RUN
+    assert not list(base.glob(".*.tmp"))
+
+
+def test_segments_are_compacted_without_losing_rows(results_root):
+    for _ in range(store.MAX_SEGMENTS + 2):
+        store_run()
+        store.refresh("local")
+    base = store.store_dir() / "local"
+    assert len(list(base.glob("fig-*.parquet"))) <= store.MAX_SEGMENTS
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == store.MAX_SEGMENTS + 2
+    assert count(con) == (store.MAX_SEGMENTS + 2) * FIGURES_PER_RUN
+
+
+def test_unreadable_runs_are_reported_skipped_and_retried(results_root):
+    store_run()
+    broken = results_root / "local" / "20200101T000000Z-aaaaaa"
+    broken.mkdir()
+    (broken / "report.json").write_text('{"runs": [')
+    warnings = []
+    assert store.refresh("local", warn=warnings.append) == 1
+    assert len(warnings) == 1 and "20200101T000000Z-aaaaaa" in warnings[0]
+    # Repaired by hand, it is picked up at the next refresh.
+    (broken / "report.json").write_text(json.dumps(REPORT))
+    (broken / "provenance").mkdir()
+    (broken / "provenance/provenance.json").write_text("{}")
+    assert store.refresh("local", warn=warnings.append) == 1
+
+
+def test_the_index_never_writes_under_results(results_root):
+    store_run()
+    store_run("other")
+    before = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
+    store.open_store()
+    assert sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*")) == before
+    assert not store.store_dir().is_relative_to(results_root)
+
+
+def test_an_empty_store_still_answers():
+    con = store.connect("/nonexistent/store")
+    assert count(con) == 0 and count(con, "runs") == 0
+
+
+def test_the_benchmark_store_has_the_figures_it_claims(tmp_path):
+    # The synthesis behind `./sitebench perf store`, at a small size (2 sites, 1 year).
+    total = store_bench.synthesize(tmp_path, sites=2, years=1)
+    assert total == 2 * 365 * store_bench.FIGURES_PER_RUN
+    con = store.connect(tmp_path)
+    assert count(con) == total and count(con, "runs") == 2 * 365
+    table = pq.read_table(tmp_path / "site00" / "fig-000000.parquet")
+    assert table.schema.names == store.FIGURES.names
