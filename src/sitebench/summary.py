@@ -1,63 +1,73 @@
-"""After a run: each figure against its reference and against the earlier runs."""
+"""After a run: each figure against its reference and against the site's earlier runs.
+
+The earlier runs are read from the results store (one query, however long the history).
+"""
 
 import pandas as pd
 
-from sitebench import figures
-from sitebench.compare import KEYS, num, robust_sigma
-from sitebench.results import load_run, load_runs
+from sitebench import store
+from sitebench.compare import num
+from sitebench.results import load_run
 
 
 def _reference(row):
     ref = row["reference"]
     if ref is None or pd.isna(ref):
         return "no reference"
-    lower = (
-        "-inf" if row["lower"] is None or pd.isna(row["lower"]) else f"{100 * row['lower']:+.0f}%"
-    )
-    upper = (
-        "+inf" if row["upper"] is None or pd.isna(row["upper"]) else f"{100 * row['upper']:+.0f}%"
-    )
+    lower = "-inf" if pd.isna(row["lower"]) else f"{100 * row['lower']:+.0f}%"
+    upper = "+inf" if pd.isna(row["upper"]) else f"{100 * row['upper']:+.0f}%"
     return f"{num(ref)} ({lower}/{upper})"
 
 
 def summarize(run_path, root=None):
     """A text table of the run at ``run_path`` beside its site's earlier runs."""
     run = load_run(run_path)
-    now = figures.frame([run])
-    earlier = [r for r in load_runs(run.site, root) if r.name < run.name]
-    history = figures.frame(earlier)
+    con = store.open_store([run.site], root)
+    now = con.execute(
+        "SELECT * FROM figures WHERE site = ? AND run = ? AND figure <> 'job_wall' "
+        'ORDER BY "check", params, partition, figure',
+        [run.site, run.name],
+    ).df()
+    earlier = con.execute(
+        """
+        SELECT "check", params, partition, figure, median(value) AS median,
+            count(*) AS n, arg_max(value, run) AS previous
+        FROM figures
+        WHERE site = ? AND run < ? AND figure <> 'job_wall' AND isfinite(value)
+        GROUP BY ALL
+        """,
+        [run.site, run.name],
+    ).df()
+    n_earlier = con.execute(
+        "SELECT count(*) FROM runs WHERE site = ? AND run < ?", [run.site, run.name]
+    ).fetchone()[0]
     lines = [
         f"run {run.site}/{run.name}: {len(now)} figures; "
-        f"{len(earlier)} earlier run(s) of {run.site}"
+        f"{n_earlier} earlier run(s) of {run.site}"
     ]
     if now.empty:
         return "\n".join(lines + ["(no performance figures: see ReFrame's output above)"])
-    stats = history.groupby(KEYS)["value"].agg(
-        ["median", "count", lambda s: robust_sigma(list(s))]
+    keys = ["check", "params", "partition", "figure"]
+    table = now.merge(earlier, on=keys, how="left")
+    shown = pd.DataFrame(
+        {
+            "check": table["check"],
+            "params": table["params"],
+            "figure": table["figure"],
+            "value": [f"{num(v)} {u}" for v, u in zip(table["value"], table["unit"])],
+            "reference": table.apply(_reference, axis=1),
+            "result": table["result"],
+            "previous": [
+                "-" if pd.isna(p) else f"{num(p)} (x{v / p:.3f})" if p else num(p)
+                for v, p in zip(table["value"], table["previous"])
+            ],
+            "median of earlier": [
+                "-" if pd.isna(m) else f"{num(m)} (x{v / m:.3f}, n={int(n)})" if m else num(m)
+                for v, m, n in zip(table["value"], table["median"], table["n"])
+            ],
+        }
     )
-    stats.columns = ["median", "count", "noise"]
-    previous = history.sort_values("run").groupby(KEYS)["value"].last()
-    table = []
-    for _, row in now.iterrows():
-        key = tuple(row[k] for k in KEYS)
-        prev = previous.get(key)
-        med = stats["median"].get(key)
-        table.append(
-            {
-                "check": row["check"],
-                "params": row["params"],
-                "figure": row["figure"],
-                "value": f"{num(row['value'])} {row['unit']}",
-                "reference": _reference(row),
-                "result": row["result"],
-                "previous": "-" if prev is None else f"{num(prev)} (x{row['value'] / prev:.3f})",
-                "median of earlier": (
-                    "-"
-                    if med is None
-                    else f"{num(med)} (x{row['value'] / med:.3f}, "
-                    f"n={int(stats['count'].get(key))})"
-                ),
-            }
-        )
-    lines.append(pd.DataFrame(table).to_string(index=False))
+    if now["partition"].nunique() > 1:
+        shown.insert(2, "partition", table["partition"])
+    lines.append(shown.to_string(index=False))
     return "\n".join(lines)
