@@ -120,3 +120,20 @@ def test_the_benchmark_store_has_the_figures_it_claims(tmp_path):
     assert count(con) == total and count(con, "runs") == 2 * 365
     table = pq.read_table(tmp_path / "site00" / "fig-000000.parquet")
     assert table.schema.names == store.FIGURES.names
+
+
+def test_a_test_run_on_two_partitions_keeps_both(results_root):
+    # ReFrame names a test the same on every partition it runs on (local-slurm: srun, mpirun).
+    report = json.loads(json.dumps(REPORT))
+    cases = report["runs"][0]["testcases"]
+    report["runs"][0]["testcases"] = cases + [{**c, "partition": "srun"} for c in cases]
+    incoming = Incoming("slurm-site")
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text("{}")
+    incoming.commit()
+    con = store.open_store(["slurm-site"])
+    by_partition = dict(
+        con.execute("SELECT partition, count(*) FROM figures GROUP BY 1").fetchall()
+    )
+    assert by_partition == {"default": FIGURES_PER_RUN, "srun": FIGURES_PER_RUN}

@@ -87,6 +87,29 @@ def cmd_references(args):
     return 0
 
 
+def cmd_import_reframe_db(args):
+    from sitebench import reframe_db
+    from sitebench.names import check_name
+
+    site = check_name("site", args.site)
+    config = paths.site_config_dir(site) / "reframe.py"
+    db = args.db or reframe_db.default_db_path(config if config.is_file() else None)
+    made = reframe_db.import_db(site, db, warn=_warn, cpu_arch=args.cpu_arch)
+    for run in made:
+        print(f"imported {run.relative_to(paths.ROOT) if run.is_relative_to(paths.ROOT) else run}")
+    print(f"{len(made)} new session(s) of {db} stored under results/{site}/")
+    return 0
+
+
+def cmd_report(args):
+    from sitebench import report
+
+    out = report.build(args.out, sites=args.site or None)
+    shown = out.relative_to(paths.ROOT) if out.is_relative_to(paths.ROOT) else out
+    print(f"report written to {shown} (one file; open it in a browser, no server needed)")
+    return 0
+
+
 def cmd_mirror(args):
     from sitebench import mirror
 
@@ -238,6 +261,34 @@ def parser():
         help="smallest tolerance, a fraction (default 0.05; raise it on shared machines)",
     )
     ref.set_defaults(func=cmd_references)
+
+    rep = sub.add_parser(
+        "report", help="a static HTML report of results/ (plots, provenance), one file"
+    )
+    rep.add_argument(
+        "--out",
+        default=str(paths.state_dir() / "report" / "index.html"),
+        help="where to write it (default: .sitebench/report/index.html; never in results/)",
+    )
+    rep.add_argument("--site", action="append", help="only this site (repeatable)")
+    rep.set_defaults(func=cmd_report)
+
+    imp = sub.add_parser(
+        "import-reframe-db",
+        help="store the sessions of ReFrame's own results database as runs of a site",
+    )
+    imp.add_argument("site", help="the site the sessions ran on (results/<site>/)")
+    imp.add_argument(
+        "db",
+        nargs="?",
+        help="the database (default: where ReFrame keeps it for the site's configuration: "
+        "$RFM_SQLITE_DB_FILE, storage/sqlite_db_file, ~/.reframe/reports/results.db)",
+    )
+    imp.add_argument(
+        "--cpu-arch",
+        help="the site's CPU microarchitecture (e.g. zen3), where the reports do not say",
+    )
+    imp.set_defaults(func=cmd_import_reframe_db)
 
     mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")
     mir.add_argument("directory", help="where to put the mirror (carry it to the site)")

@@ -61,7 +61,9 @@ def rows_of_run(run, job_wall=False):
     latest = {}
     for attempt in run.report.get("runs", []):
         for case in attempt.get("testcases", []):
-            latest[case.get("unique_name") or case.get("display_name")] = case
+            # The same test runs once per partition and environment: key by all three.
+            name = case.get("unique_name") or case.get("display_name")
+            latest[name, case.get("system"), case.get("partition"), case.get("environ")] = case
     for case in latest.values():
         if case.get("fixture"):
             continue

@@ -35,11 +35,13 @@ def new_run_name(when=None):
 class Incoming:
     """A run being assembled; :meth:`commit` makes it visible in one rename."""
 
-    def __init__(self, site, root=None):
+    def __init__(self, site, root=None, when=None):
+        # ``when``: the run's start (epoch seconds) where it is not now, e.g. an import.
+        self.when = when
         self.site = check_name("site", site)
         self.site_dir = Path(root or paths.results_dir()) / site
         self.site_dir.mkdir(parents=True, exist_ok=True)
-        self.name = new_run_name()
+        self.name = new_run_name(when)
         self.path = self.site_dir / f"{INCOMING}{self.name}"
         self.path.mkdir()
 
@@ -52,7 +54,7 @@ class Incoming:
                     raise FileExistsError(final)
                 os.rename(self.path, final)  # fails on an existing non-empty run
             except OSError:
-                self.name = new_run_name()
+                self.name = new_run_name(self.when)
                 continue
             _fsync_dir(self.site_dir)
             return final

@@ -1,0 +1,84 @@
+"""What the report needs of a run's test cases beyond its figures: thread and rank counts,
+the concrete Spack spec and where the case's output was stored.
+
+Read from the run's own ``report.json``: the store keeps figures, not these. A case is keyed
+like a figure row (partition, environ, check, params), so the two join.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass
+class Case:
+    system: str
+    partition: str
+    environ: str
+    check: str
+    params: str
+    result: str
+    threads: int | None
+    ranks: int | None
+    concrete_spec: str
+    output: Path | None  # the case's folder under the run's output/, if it was stored
+
+    @property
+    def key(self):
+        return (self.partition, self.environ, self.check, self.params)
+
+
+def _int(value):
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _threads(case):
+    # The checks set one of these per case; num_cpus_per_task is the scheduler's view.
+    env = case.get("env_vars") or {}
+    for name in ("OMP_NUM_THREADS", "PARSEC_CPU_NUM"):
+        if _int(env.get(name)):
+            return _int(env.get(name))
+    return _int(case.get("num_cpus_per_task"))
+
+
+def _output(run_path, case):
+    # "outputdir" is absolute at run time; the run keeps it as output/<system>/<part>/<env>/<test>.
+    parts = Path(case.get("outputdir") or "").parts
+    if len(parts) < 4:
+        return None
+    folder = Path(run_path, "output", *parts[-4:])
+    return folder if folder.is_dir() else None
+
+
+def cases_of_run(run):
+    """The test cases (not fixtures) of a loaded :class:`sitebench.results.Run`.
+
+    ReFrame re-runs failed cases in later attempts; the last attempt wins, as in the figures.
+    """
+    latest = {}
+    for attempt in run.report.get("runs", []):
+        for case in attempt.get("testcases", []):
+            if case.get("fixture"):
+                continue
+            name = case.get("unique_name") or case.get("display_name")
+            latest[(name, case.get("partition"), case.get("environ"))] = case
+    found = []
+    for case in latest.values():
+        check, _, params = (case.get("display_name") or case.get("name") or "").partition(" ")
+        found.append(
+            Case(
+                system=case.get("system"),
+                partition=case.get("partition"),
+                environ=case.get("environ"),
+                check=check,
+                params=params,
+                result=case.get("result"),
+                threads=_threads(case),
+                ranks=_int(case.get("num_tasks")),
+                concrete_spec=case.get("concrete_spec") or "",
+                output=_output(run.path, case),
+            )
+        )
+    return found

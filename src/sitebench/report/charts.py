@@ -1,0 +1,275 @@
+"""One Altair (Vega-Lite) chart builder per kind of figure in the report.
+
+Every builder takes the rows to plot (already selected) and returns a chart, or ``None`` when
+there is nothing to plot. Conventions shared by all: colour is the site (the same colour in
+every chart), lines and bars are medians across runs, faint points are the single runs, and
+a point's tooltip names its run, date, CPU and host; clicking it jumps to the run's
+provenance row. Clicking a site in the legend highlights it.
+"""
+
+import math
+
+import altair as alt
+import pandas as pd
+
+#: Size of one panel (a facet cell), in pixels.
+WIDTH, HEIGHT = 230, 190
+
+#: Vega expression: a power-of-two byte count as "16 B", "4 KiB", "16 MiB".
+BYTES = (
+    "datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : "
+    "datum.value >= 1024 ? datum.value / 1024 + ' KiB' : datum.value + ' B'"
+)
+
+RUN_TOOLTIP = [
+    alt.Tooltip("site_label:N", title="site"),
+    alt.Tooltip("run:N", title="run"),
+    alt.Tooltip("date:N", title="date"),
+    alt.Tooltip("arch:N", title="CPU"),
+    alt.Tooltip("hostname:N", title="host"),
+    alt.Tooltip("partition:N", title="partition"),
+]
+
+
+def records(df):
+    """Rows as JSON-safe dicts (no NaN, no numpy or pandas scalars)."""
+    out = []
+    for row in df.to_dict("records"):
+        clean = {}
+        for key, value in row.items():
+            if value is None or (isinstance(value, float) and not math.isfinite(value)):
+                clean[key] = None
+            elif value is pd.NA or value is pd.NaT:
+                clean[key] = None
+            elif hasattr(value, "item"):
+                clean[key] = value.item()
+            else:
+                clean[key] = value
+        out.append(clean)
+    return out
+
+
+def _data(df, columns):
+    df = df.copy()
+    df["shown"] = [_shown(v, u) for v, u in zip(df["value"], df["unit"])]
+    return alt.Data(values=records(df[[c for c in columns + ["shown"] if c in df]]))
+
+
+def _shown(value, unit):
+    return f"{value:.4g} {unit}" if value is not None and not pd.isna(value) else "n/a"
+
+
+def site_colour(labels):
+    """The site colour scale; one domain for all charts keeps a site's colour."""
+    return alt.Color("site_label:N", title="site", scale=alt.Scale(domain=list(labels)))
+
+
+def _legend_pick():
+    return alt.selection_point(fields=["site_label"], bind="legend", name="site_pick")
+
+
+def _series(df):
+    """A dash per partition/environment, only when there is more than one."""
+    df = df.copy()
+    df["series"] = df["partition"].astype(str) + "/" + df["environ"].astype(str)
+    return df, df["series"].nunique() > 1
+
+
+def _axis_values(values):
+    return sorted({int(v) for v in values if v is not None and not pd.isna(v)})
+
+
+def scaling(
+    df,
+    labels,
+    *,
+    x,
+    x_title,
+    y_title,
+    title,
+    facet=None,
+    facet_title=None,
+    facet_sort=None,
+    log_y=False,
+    ideal=None,
+    columns=None,
+    independent_y=False,
+):
+    """Medians vs a count (threads, ranks) as lines, runs as faint points; one panel per
+    ``facet`` value. ``ideal``: a horizontal reference line (e.g. efficiency 1);
+    ``independent_y``: each panel its own y scale (benchmarks of different sizes)."""
+    df = df[df[x].notna() & df["value"].notna()]
+    if df.empty:
+        return None
+    df, dashed = _series(df)
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "series"]
+    fields += [x, "value", "unit", "params", "href"] + ([facet] if facet else [])
+    x_enc = alt.X(
+        f"{x}:Q",
+        title=x_title,
+        scale=alt.Scale(type="log", base=2, nice=False),
+        axis=alt.Axis(values=_axis_values(df[x]), format="d"),
+    )
+    y_scale = alt.Scale(type="log") if log_y else alt.Scale(zero=False)
+    colour = site_colour(labels)
+    pick = _legend_pick()
+    fade = alt.condition(pick, alt.value(1.0), alt.value(0.12))
+    line = alt.Chart().mark_line(point=True, strokeWidth=2)
+    line = line.encode(
+        x=x_enc,
+        y=alt.Y("median(value):Q", title=y_title, scale=y_scale),
+        color=colour,
+        opacity=fade,
+        tooltip=[
+            alt.Tooltip("site_label:N", title="site"),
+            alt.Tooltip(f"{x}:Q", title=x_title),
+            alt.Tooltip("median(value):Q", title=f"median ({y_title})", format=".4g"),
+            alt.Tooltip("count(value):Q", title="runs"),
+        ],
+        **({"strokeDash": alt.StrokeDash("series:N", title="partition/env")} if dashed else {}),
+    )
+    points = alt.Chart().mark_circle(size=45)
+    points = points.encode(
+        x=x_enc,
+        y=alt.Y("value:Q", scale=y_scale),
+        color=colour,
+        opacity=alt.condition(pick, alt.value(0.35), alt.value(0.05)),
+        href="href:N",
+        tooltip=RUN_TOOLTIP + [alt.Tooltip("shown:N", title=y_title)],
+    ).add_params(pick)
+    layers = [points, line]
+    if ideal is not None:
+        rule = alt.Chart().mark_rule(strokeDash=[4, 4], color="gray")
+        layers.append(rule.encode(y=alt.datum(ideal)))
+    chart = alt.layer(*layers, data=_data(df, fields)).properties(width=WIDTH, height=HEIGHT)
+    if facet:
+        kind = alt.Facet(f"{facet}:N", title=facet_title, sort=facet_sort)
+        chart = chart.facet(facet=kind, columns=columns or 4)
+        if independent_y:
+            chart = chart.resolve_scale(y="independent")
+    return chart.properties(title=title)
+
+
+def message_sizes(df, labels, *, y_title, title):
+    """OSU curves: a value per message size (log-log), one panel per mapping, a dash per
+    transport; medians across runs as lines, runs as faint points."""
+    df = df[df["value"].notna()]
+    if df.empty:
+        return None
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
+    fields += ["mapping", "transport", "size", "value", "unit", "href"]
+    x_enc = alt.X(
+        "size:Q",
+        title="message size",
+        scale=alt.Scale(type="log", base=2),
+        axis=alt.Axis(values=[4**i for i in range(13)], labelExpr=BYTES),
+    )
+    y_enc = alt.Y("median(value):Q", title=y_title, scale=alt.Scale(type="log"))
+    colour = site_colour(labels)
+    pick = _legend_pick()
+    line = alt.Chart().mark_line(point=alt.OverlayMarkDef(size=18), strokeWidth=2)
+    line = line.encode(
+        x=x_enc,
+        y=y_enc,
+        color=colour,
+        strokeDash=alt.StrokeDash("transport:N", title="transport"),
+        opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
+        tooltip=[
+            alt.Tooltip("site_label:N", title="site"),
+            alt.Tooltip("transport:N"),
+            alt.Tooltip("size:Q", title="bytes", format=","),
+            alt.Tooltip("median(value):Q", title=f"median ({y_title})", format=".4g"),
+            alt.Tooltip("count(value):Q", title="runs"),
+        ],
+    )
+    points = alt.Chart().mark_circle(size=16)
+    points = points.encode(
+        x=x_enc,
+        y=alt.Y("value:Q", scale=alt.Scale(type="log")),
+        color=colour,
+        opacity=alt.condition(pick, alt.value(0.3), alt.value(0.04)),
+        href="href:N",
+        tooltip=RUN_TOOLTIP
+        + [
+            alt.Tooltip("transport:N"),
+            alt.Tooltip("size:Q", title="bytes", format=","),
+            alt.Tooltip("shown:N", title=y_title),
+        ],
+    ).add_params(pick)
+    chart = alt.layer(points, line, data=_data(df, fields))
+    chart = chart.properties(width=WIDTH + 110, height=HEIGHT + 30)
+    chart = chart.facet(facet=alt.Facet("mapping:N", title="mapping"), columns=3)
+    return chart.properties(title=title)
+
+
+def builds(df, labels, *, x_title, title):
+    """HPL: one bar (median) per site and build flags, the runs as points on it."""
+    df = df[df["value"].notna()].copy()
+    if df.empty:
+        return None
+    df["build"] = df["build"].fillna("unknown build")
+    kinds = sorted(df["build"].unique())
+    subtitle = (
+        f"All runs used one optimisation level: {kinds[0]}."
+        if len(kinds) == 1
+        else f"{len(kinds)} optimisation levels."
+    )
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
+    fields += ["build", "concrete_spec", "value", "unit", "href"]
+    colour = site_colour(labels)
+    pick = _legend_pick()
+    y_enc = alt.Y("build:N", title="build flags, BLAS", sort=kinds)
+    offset = alt.YOffset("site_label:N", scale=alt.Scale(domain=list(labels)))
+    bars = alt.Chart().mark_bar(opacity=0.75, height={"band": 0.9})
+    bars = bars.encode(
+        x=alt.X("median(value):Q", title=x_title),
+        y=y_enc,
+        yOffset=offset,
+        color=colour,
+        opacity=alt.condition(pick, alt.value(0.8), alt.value(0.1)),
+        tooltip=[
+            alt.Tooltip("site_label:N", title="site"),
+            alt.Tooltip("build:N"),
+            alt.Tooltip("median(value):Q", title=f"median ({x_title})", format=".4g"),
+            alt.Tooltip("count(value):Q", title="runs"),
+        ],
+    ).add_params(pick)
+    points = alt.Chart().mark_tick(color="black", opacity=0.6, thickness=2)
+    points = points.encode(
+        x="value:Q",
+        y=y_enc,
+        yOffset=offset,
+        href="href:N",
+        tooltip=RUN_TOOLTIP
+        + [alt.Tooltip("concrete_spec:N", title="spec"), alt.Tooltip("shown:N", title=x_title)],
+    )
+    chart = alt.layer(bars, points, data=_data(df, fields))
+    step = max(40, 22 * len(labels))
+    chart = chart.properties(width=WIDTH * 2, height=alt.Step(step))
+    return chart.properties(title=alt.TitleParams(title, subtitle=subtitle))
+
+
+def per_case(df, labels, *, title):
+    """Values of any figures side by side: a row of points per case, a panel per figure
+    (used for the per-watt figures, whose units differ)."""
+    df = df[df["value"].notna()].copy()
+    if df.empty:
+        return None
+    df["case"] = df["check"] + " " + df["params"].fillna("")
+    df["panel"] = df["figure"] + " (" + df["unit"].fillna("") + ")"
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
+    fields += ["case", "panel", "value", "unit", "href"]
+    colour = site_colour(labels)
+    points = alt.Chart().mark_circle(size=60, opacity=0.6)
+    points = points.encode(
+        x=alt.X("value:Q", title="value", scale=alt.Scale(zero=False)),
+        y=alt.Y("case:N", title=None, axis=alt.Axis(labelLimit=360)),
+        color=colour,
+        href="href:N",
+        tooltip=RUN_TOOLTIP + [alt.Tooltip("shown:N", title="value")],
+    )
+    chart = alt.layer(points, data=_data(df, fields)).properties(width=WIDTH * 2)
+    header = alt.Header(labelAngle=0, labelOrient="top", labelAnchor="start", labelFontSize=12)
+    chart = chart.facet(row=alt.Row("panel:N", title=None, header=header))
+    chart = chart.resolve_scale(x="independent", y="independent")
+    return chart.properties(title=title)

@@ -1,0 +1,196 @@
+"""The report's data: figures and runs from the results store, plus what only the runs' own
+files hold (thread and rank counts of old runs, HPL builds, OSU curves).
+
+This is the report's only reader of results; it never writes there (the store's index lives
+outside results/). Unreadable runs and sites are reported through ``warn`` and skipped.
+"""
+
+import json
+import sys
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pandas as pd
+
+from sitebench import paths, store
+from sitebench.errors import SitebenchError
+from sitebench.progress import progress_bar
+from sitebench.results import BadRun, load_run, site_dirs
+
+from .builds import hpl_build_label
+from .cases import cases_of_run
+from .curves import CURVE_COLUMNS, curve_rows
+
+#: What every chart row carries of its run (besides site, run and arch), for tooltips.
+RUN_DETAILS = ["site_label", "date", "hostname", "emulated", "href"]
+CASE_KEYS = ["site", "run", "partition", "environ", "check", "params"]
+DETAIL_COLUMNS = CASE_KEYS + ["case_threads", "case_ranks", "build", "concrete_spec"]
+CURVES = ["site", "run", *CURVE_COLUMNS]
+
+
+@dataclass
+class ReportData:
+    results_root: Path
+    generated: datetime
+    sites: list  # the sites read
+    runs: pd.DataFrame  # one row per run, provenance fields unpacked
+    figures: pd.DataFrame  # one row per figure value, with run details and counts
+    curves: pd.DataFrame  # OSU latency/bandwidth per message size
+    skipped: list = field(default_factory=list)  # "site/run: why" of what was left out
+
+
+def _warn_stderr(message):
+    print(f"warning: {message}; skipped", file=sys.stderr)
+
+
+def run_anchor(site, run):
+    """The HTML id of a run's row in the provenance table."""
+    return f"run-{site}-{run}"
+
+
+def _refresh(root, index, sites, note, progress):
+    """Index the chosen sites; return those that could be read."""
+    present = {p.name for p in site_dirs(root)}
+    wanted = sorted(present) if sites is None else list(dict.fromkeys(sites))
+    chosen = []
+    for site in wanted:
+        if site not in present:
+            note(f"{site}: no such site directory in {root}")
+            continue
+        try:
+            store.refresh(site, root, index, warn=note, progress=progress)
+        except (SitebenchError, OSError, ValueError) as err:
+            # A foreign folder (bad name, unreadable): not a site, but say so.
+            note(f"{site}: {str(err).splitlines()[0]}")
+            continue
+        chosen.append(site)
+    return chosen
+
+
+def _query(con, sql):
+    return con.sql(sql).to_arrow_table().to_pandas()
+
+
+def _unpack_runs(runs):
+    """Provenance fields as columns, times as text a reader understands."""
+    prov = [json.loads(text) if isinstance(text, str) else {} for text in runs["provenance"]]
+    runs = runs.copy()
+    runs["provenance"] = prov
+    stored = runs["emulated"] if "emulated" in runs else [False] * len(runs)
+    runs["emulated"] = [bool(e) or bool(p.get("emulated")) for e, p in zip(stored, prov)]
+    runs["date"] = [_when(t) for t in runs["started"]]
+    runs["site_label"] = [f"{s} (emulated)" if e else s for s, e in zip(runs.site, runs.emulated)]
+    runs["href"] = ["#" + run_anchor(s, r) for s, r in zip(runs.site, runs.run)]
+    return runs
+
+
+def _when(stamp):
+    if stamp is None or pd.isna(stamp):
+        return "unknown date"
+    return pd.Timestamp(stamp).tz_convert("UTC").strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _case_details(root, runs, note, progress):
+    """Per case: fallback counts and HPL build; OSU curves. Read from each run's files."""
+    details, curves, unreadable = [], [], set()
+    for site, run in progress_bar(list(zip(runs.site, runs.run)), "reading runs", progress):
+        path = Path(root, site, run)
+        try:
+            loaded = load_run(path)
+        except BadRun as err:
+            note(f"{site}/{run}: {err}")
+            unreadable.add((site, run))
+            continue
+        specs = path / "provenance" / "specs.json"
+        specs_text = specs.read_text(errors="replace") if specs.is_file() else None
+        for case in cases_of_run(loaded):
+            build = None
+            if case.check == "HplCheck":
+                build = hpl_build_label(case.concrete_spec, specs_text)
+            details.append(
+                {
+                    "site": site,
+                    "run": run,
+                    "partition": case.partition,
+                    "environ": case.environ,
+                    "check": case.check,
+                    "params": case.params,
+                    "case_threads": case.threads,
+                    "case_ranks": case.ranks,
+                    "build": build,
+                    "concrete_spec": case.concrete_spec,
+                }
+            )
+            curves.extend({"site": site, "run": run, **row} for row in curve_rows(case))
+    return (
+        pd.DataFrame(details, columns=DETAIL_COLUMNS),
+        pd.DataFrame(curves, columns=CURVES),
+        unreadable,
+    )
+
+
+def _count(*candidates):
+    """The first positive whole number: the check's own count, a numeric parameter (not
+    "all"), else what the job asked for."""
+    for value in candidates:
+        try:
+            if value is not None and not pd.isna(value) and int(value) > 0:
+                return int(value)
+        except (TypeError, ValueError):
+            continue
+    return None
+
+
+def _enrich(figures, details, runs):
+    figures = figures.merge(details, on=CASE_KEYS, how="left")
+    # An inner join: figures of a run left out are left out too.
+    figures = figures.merge(runs[["site", "run", *RUN_DETAILS]], on=["site", "run"])
+    variables = [json.loads(v) if isinstance(v, str) else {} for v in figures["case_vars"]]
+    # case_vars holds the case's parameters (threads=all) and the check's own counts.
+    figures["threads"] = [
+        _count(v.get("num_threads"), v.get("threads"), f)
+        for v, f in zip(variables, figures.case_threads)
+    ]
+    figures["ranks"] = [
+        _count(v.get("num_ranks"), v.get("ranks"), f)
+        for v, f in zip(variables, figures.case_ranks)
+    ]
+    figures["benchmark"] = [str(v.get("benchmark") or "") for v in variables]
+    for name in ("threads", "ranks"):
+        figures[name] = figures[name].astype("Int64")
+    return figures
+
+
+def load(sites=None, results_root=None, store_dir=None, progress=False, warn=None):
+    """Everything the report plots, as :class:`ReportData`."""
+    root = Path(results_root or paths.results_dir()).resolve()
+    index = Path(store_dir) if store_dir else store.store_dir(root)
+    warn = warn or _warn_stderr
+    skipped = []
+
+    def note(message):
+        message = message.removeprefix("skipped ")  # the store's wording; we say it once
+        if message not in skipped:
+            skipped.append(message)
+            warn(message)
+
+    chosen = _refresh(root, index, sites, note, progress)
+    con = store.connect(index, sites=chosen)
+    runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
+    figures = _query(con, "SELECT * FROM figures")
+    details, curves, unreadable = _case_details(root, runs, note, progress)
+    # Unreadable since it was indexed (results/ should never change, but say so and skip it).
+    keep = [(s, r) not in unreadable for s, r in zip(runs.site, runs.run)]
+    runs = runs[pd.Series(keep, index=runs.index, dtype=bool)]
+    figures = _enrich(figures, details, runs)
+    curves = curves.merge(runs[["site", "run", "arch", *RUN_DETAILS]], on=["site", "run"])
+    return ReportData(
+        results_root=root,
+        generated=datetime.now(timezone.utc),
+        sites=chosen,
+        runs=runs,
+        figures=figures,
+        curves=curves,
+        skipped=skipped,
+    )

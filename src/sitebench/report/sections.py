@@ -1,0 +1,250 @@
+"""What the report shows, in order: one section per benchmark, each saying what is plotted and
+how to read it, with its charts (or why there are none).
+
+The figures are those of the seed studies: STREAM kernels per site and thread count, sysbench
+transactions/s vs threads (and per watt), PARSEC strong-scaling efficiency and time, ping-pong
+latency and bandwidth per message size and mapping, HPL Gflop/s by optimisation level, NPB
+Mop/s vs ranks, and every per-watt figure where a site measures power.
+"""
+
+from dataclasses import dataclass, field
+
+from . import charts
+
+NO_RUNS = "No runs of this check in the results read."
+STREAM_KERNELS = ["Copy", "Scale", "Add", "Triad"]
+READING = "Lines are medians across runs, faint points single runs (click one for its provenance)."
+
+
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    text: str
+    charts: list = field(default_factory=list)  # Altair charts, in order
+    notes: list = field(default_factory=list)  # sentences shown under the text
+
+    @property
+    def empty(self):
+        return not self.charts
+
+
+def per_watt(figures):
+    """Rows of energy-efficiency figures (``<figure>_per_watt``, units per watt)."""
+    named = figures["figure"].str.contains("per_watt", na=False)
+    return figures[named | figures["unit"].str.contains("/W", na=False, regex=False)]
+
+
+def _rows(figures, check, names):
+    return figures[(figures["check"] == check) & figures["figure"].isin(names)]
+
+
+def _caveat(rows, runs):
+    emulated = sorted(set(runs[runs.emulated].site) & set(rows.get("site", [])))
+    if not emulated:
+        return []
+    return [
+        f"Caveat: {', '.join(emulated)} {'is' if len(emulated) == 1 else 'are'} emulated: "
+        "its timings mean nothing for speed, only that the benchmarks run."
+    ]
+
+
+def _section(anchor, title, text, rows, runs, built, missing=NO_RUNS):
+    section = Section(anchor, title, text)
+    section.charts = [c for c in built if c is not None]
+    section.notes = _caveat(rows, runs) if section.charts else [missing]
+    return section
+
+
+def build_sections(data):
+    """The report's sections for a :class:`~sitebench.report.data.ReportData`."""
+    figs, runs, labels = data.figures, data.runs, sorted(set(data.runs.get("site_label", [])))
+    out = []
+
+    stream = _rows(figs, "StreamCheck", STREAM_KERNELS)
+    out.append(
+        _section(
+            "stream",
+            "STREAM: memory bandwidth",
+            "Sustained memory bandwidth of the four STREAM kernels (MB/s, higher is better) "
+            f"against the number of OpenMP threads, one panel per kernel. {READING}",
+            stream,
+            runs,
+            [
+                charts.scaling(
+                    stream,
+                    labels,
+                    x="threads",
+                    x_title="threads",
+                    y_title="MB/s",
+                    title="STREAM bandwidth vs threads",
+                    facet="figure",
+                    facet_title="kernel",
+                    facet_sort=STREAM_KERNELS,
+                )
+            ],
+        )
+    )
+
+    tps = _rows(figs, "SysbenchCheck", ["tps"])
+    tps_watt = _rows(figs, "SysbenchCheck", ["tps_per_watt"])
+    sysbench = _section(
+        "sysbench",
+        "sysbench: OLTP transactions",
+        "Transactions per second of sysbench's OLTP read-write test on a private MariaDB "
+        f"server (higher is better) against client threads. {READING}",
+        tps,
+        runs,
+        [
+            charts.scaling(
+                tps,
+                labels,
+                x="threads",
+                x_title="threads",
+                y_title="transactions/s",
+                title="sysbench transactions/s vs threads",
+            ),
+            charts.scaling(
+                tps_watt,
+                labels,
+                x="threads",
+                x_title="threads",
+                y_title="transactions/s per watt",
+                title="sysbench transactions/s per watt vs threads",
+            ),
+        ],
+    )
+    if not sysbench.empty and tps_watt.empty:
+        sysbench.notes.append("No site measured power for sysbench: no per-watt chart.")
+    out.append(sysbench)
+
+    efficiency = _rows(figs, "ParsecCheck", ["efficiency"])
+    parsec_time = _rows(figs, "ParsecCheck", ["time"])
+    out.append(
+        _section(
+            "parsec",
+            "PARSEC: strong scaling",
+            "PARSEC benchmarks on a fixed input: parallel efficiency (speed-up over one thread "
+            "divided by threads; 1, the dashed line, is perfect scaling) and wall time (s, "
+            f"lower is better) against threads, one panel per benchmark. {READING}",
+            efficiency,
+            runs,
+            [
+                charts.scaling(
+                    efficiency,
+                    labels,
+                    x="threads",
+                    x_title="threads",
+                    y_title="efficiency",
+                    title="PARSEC efficiency vs threads",
+                    facet="benchmark",
+                    facet_title="benchmark",
+                    ideal=1.0,
+                ),
+                charts.scaling(
+                    parsec_time,
+                    labels,
+                    x="threads",
+                    x_title="threads",
+                    y_title="time (s)",
+                    title="PARSEC time vs threads",
+                    facet="benchmark",
+                    facet_title="benchmark",
+                    log_y=True,
+                    independent_y=True,
+                ),
+            ],
+        )
+    )
+
+    curves = data.curves
+    latency, bandwidth = curves[curves.kind == "latency"], curves[curves.kind == "bandwidth"]
+    osu_figs = figs[figs["check"].isin(["OsuLatencyCheck", "OsuBandwidthCheck"])]
+    out.append(
+        _section(
+            "pingpong",
+            "Ping-pong: MPI latency and bandwidth",
+            "Two MPI ranks exchanging messages (OSU osu_latency and osu_bw): latency (µs, lower "
+            "is better) and bandwidth (MB/s, higher is better) per message size, both axes "
+            "logarithmic; one panel per rank mapping (core: two cores of a socket, socket: two "
+            "sockets, node: two nodes), a dash per transport. The curves are read from each "
+            f"run's stored output. {READING}",
+            curves,
+            runs,
+            [
+                charts.message_sizes(
+                    latency, labels, y_title="latency (µs)", title="Latency vs message size"
+                ),
+                charts.message_sizes(
+                    bandwidth,
+                    labels,
+                    y_title="bandwidth (MB/s)",
+                    title="Bandwidth vs message size",
+                ),
+            ],
+            missing=(
+                "The OSU runs kept no readable output, so there are no curves."
+                if not osu_figs.empty
+                else NO_RUNS
+            ),
+        )
+    )
+
+    hpl = _rows(figs, "HplCheck", ["gflops"])
+    out.append(
+        _section(
+            "hpl",
+            "HPL: Gflop/s by optimisation level",
+            "HPL Gflop/s (higher is better): a bar per site and build, the median across runs, "
+            "each run a tick on it (click one for its provenance). The build is the flags the "
+            "sitebench HPL recipe chose for the run's concrete spec (variants level and simd: "
+            "-O0 without vector instructions, or -O3 with the target's SIMD) and its BLAS.",
+            hpl,
+            runs,
+            [charts.builds(hpl, labels, x_title="Gflop/s", title="HPL Gflop/s by build")],
+        )
+    )
+
+    npb = _rows(figs, "NpbCheck", ["mops_total"])
+    out.append(
+        _section(
+            "npb",
+            "NPB: Mop/s vs ranks",
+            "NAS Parallel Benchmarks (MPI): total Mop/s (higher is better) against the number "
+            f"of MPI ranks, one panel per benchmark, each with its own scale. {READING}",
+            npb,
+            runs,
+            [
+                charts.scaling(
+                    npb,
+                    labels,
+                    x="ranks",
+                    x_title="MPI ranks",
+                    y_title="Mop/s",
+                    title="NPB Mop/s vs ranks",
+                    facet="benchmark",
+                    facet_title="benchmark",
+                    columns=3,
+                    independent_y=True,
+                )
+            ],
+        )
+    )
+
+    energy = per_watt(figs)
+    out.append(
+        _section(
+            "energy",
+            "Energy efficiency",
+            "Every per-watt figure: the benchmark's figure divided by the mean power measured "
+            "around its run (higher is better), a panel per figure.",
+            energy,
+            runs,
+            [charts.per_case(energy, labels, title="Figures per watt")],
+            missing=(
+                "No site measured power in these runs, so there are no per-watt figures "
+                "(a partition measures power when its site configuration names a power source)."
+            ),
+        )
+    )
+    return out

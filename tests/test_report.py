@@ -1,0 +1,320 @@
+"""The HTML report, opened in headless Chromium (Debian's ``chromium``): built from a copy of
+this repository's real results (plus corrupt, partial and foreign run directories, which
+must be reported and skipped), every chart must render marks without a script error, and
+nothing under results/ may change. A screenshot is kept in ``tests/artifacts/report.png``.
+A page with a broken and an empty chart proves the check does not pass vacuously.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import zlib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT
+from sitebench import report
+from sitebench.errors import SitebenchError
+from sitebench.report import builds, page
+
+RESULTS = ROOT / "results"
+ARTIFACTS = ROOT / "tests" / "artifacts"
+CHROMIUM = shutil.which("chromium")
+#: Sections that the repository's real runs have data for.
+REAL_SECTIONS = {"stream", "sysbench", "parsec", "pingpong", "hpl", "npb"}
+
+
+def need_chromium():
+    if not CHROMIUM:
+        pytest.skip(
+            "CHROMIUM NOT AVAILABLE: the report's rendering test needs Debian's chromium "
+            "(apt-get install chromium)"
+        )
+
+
+def tree_digest(root):
+    """One hash of every path, file content and link target under ``root``."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(root).rglob("*")):
+        digest.update(str(path.relative_to(root)).encode() + b"\0")
+        if path.is_symlink():
+            digest.update(os.readlink(path).encode())
+        elif path.is_file():
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def chromium(page_path, tmp_path, *args):
+    """Run headless Chromium on a local page; its stdout (e.g. the DOM) as text."""
+    proc = subprocess.run(
+        [
+            CHROMIUM,
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--no-first-run",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp_path / 'chromium-profile'}",
+            "--virtual-time-budget=20000",
+            *args,
+            Path(page_path).resolve().as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return proc.stdout
+
+
+class _RenderedDom(HTMLParser):
+    """The chart containers and the page's error and warning boxes in a dumped DOM."""
+
+    def __init__(self):
+        super().__init__()
+        self.charts, self.boxes, self._box = [], {"sb-errors": "", "sb-warnings": ""}, None
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "sb-chart" in (attrs.get("class") or "").split():
+            self.charts.append(attrs)
+        if tag == "pre" and attrs.get("id") in self.boxes:
+            self._box = attrs["id"]
+
+    def handle_endtag(self, tag):
+        if tag == "pre":
+            self._box = None
+
+    def handle_data(self, text):
+        if self._box:
+            self.boxes[self._box] += text
+
+
+def render_problems(dom, expected_ids):
+    """Everything wrong with a rendered report page; [] when every chart drew marks."""
+    parsed = _RenderedDom()
+    parsed.feed(dom)
+    problems = [f"page error: {line}" for line in parsed.boxes["sb-errors"].splitlines()]
+    problems += [f"Vega warning: {line}" for line in parsed.boxes["sb-warnings"].splitlines()]
+    found = [c.get("id") for c in parsed.charts]
+    if found != list(expected_ids):
+        problems.append(f"chart containers {found}, the builder made {list(expected_ids)}")
+    for chart in parsed.charts:
+        if chart.get("data-rendered") != "yes" or int(chart.get("data-marks") or 0) <= 0:
+            problems.append(
+                f"{chart.get('id')}: rendered={chart.get('data-rendered')} "
+                f"marks={chart.get('data-marks')}"
+            )
+    return problems
+
+
+def png_facts(path):
+    """(width, height, distinct byte values of the decoded image data) of a PNG."""
+    data = Path(path).read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    width, height = struct.unpack(">II", data[16:24])
+    pos, idat = 8, b""
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos : pos + 8])
+        if kind == b"IDAT":
+            idat += data[pos + 8 : pos + 8 + length]
+        pos += 12 + length
+    return width, height, len(set(zlib.decompress(idat)))
+
+
+def add_unreadable_runs(site_dir):
+    """A corrupt, a partial and a foreign run directory; returns their names."""
+    corrupt = site_dir / "20261123T000000Z-c0ffee"
+    corrupt.mkdir()
+    (corrupt / "report.json").write_text('{"runs": [ {"testcases": [')
+    partial = site_dir / "20261123T000001Z-half00"
+    partial.mkdir()
+    (partial / "report.json").write_text(json.dumps({"session_info": {}, "runs": []}))
+    foreign = site_dir / "holiday-photos"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("not a run\n")
+    return [corrupt.name, partial.name, foreign.name]
+
+
+@pytest.fixture
+def real_results(tmp_path):
+    """A copy of the repository's results/ with three unreadable run directories added."""
+    if not any(RESULTS.glob("*/*/report.json")):
+        pytest.skip(f"NO REAL RUNS in {RESULTS}: run ./sitebench run first")
+    root = tmp_path / "results"
+    shutil.copytree(RESULTS, root, symlinks=True)
+    bad = add_unreadable_runs(root / "local")
+    return root, bad
+
+
+def test_report_of_real_runs_renders_in_chromium(real_results, tmp_path, capsys):
+    need_chromium()
+    root, bad = real_results
+    real_before, copy_before = tree_digest(RESULTS), tree_digest(root)
+
+    built = report.make(results_root=root, store_dir=tmp_path / "store")
+    out = report.write(built, tmp_path / "out" / "report.html", results_root=root)
+
+    assert tree_digest(root) == copy_before, "building the report changed results/"
+    assert tree_digest(RESULTS) == real_before
+    stderr = capsys.readouterr().err
+    text = out.read_text()
+    for name in bad:
+        assert any(name in s for s in built.skipped), (name, built.skipped)
+        assert name in stderr and name in text
+    assert built.runs == len(list(RESULTS.glob("*/*/report.json")))
+    assert "https://cdn" not in text and "<script src" not in text
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"], "temporary file left"
+    charted = {s for s in REAL_SECTIONS if f'<section id="{s}">' in text}
+    assert charted == REAL_SECTIONS
+    assert len(built.chart_ids) >= 8
+
+    dom = chromium(out, tmp_path, "--dump-dom")
+    assert render_problems(dom, built.chart_ids) == []
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "report.png"
+    shot.unlink(missing_ok=True)
+    chromium(out, tmp_path, "--window-size=1400,6000", f"--screenshot={shot}")
+    width, height, distinct = png_facts(shot)
+    assert (width, height) == (1400, 6000)
+    assert shot.stat().st_size > 20_000 and distinct > 32, "screenshot is blank"
+    shutil.copy(out, ARTIFACTS / "report.html")
+
+
+def test_checker_catches_broken_and_empty_charts(tmp_path):
+    """The same page machinery with a spec Vega-Lite rejects and a chart with no data: the
+    check must fail on both (and pass the good chart)."""
+    need_chromium()
+    good = {"data": {"values": [{"x": 1, "y": 2}]}, "mark": "point"}
+    good["encoding"] = {"x": {"field": "x", "type": "quantitative"}}
+    broken = {"data": {"values": [{"x": 1}]}, "mark": {"type": "no-such-mark"}}
+    empty = {"data": {"values": []}, "mark": "point", "encoding": good["encoding"]}
+    blocks = [page.Block("a", "A", "<p>a</p>", [good, broken, empty])]
+    html, ids = page.assemble("broken on purpose", "<h1>test</h1>", blocks)
+    path = tmp_path / "broken.html"
+    path.write_text(html)
+
+    problems = render_problems(chromium(path, tmp_path, "--dump-dom"), ids)
+
+    assert not any(p.startswith("chart-1") for p in problems), problems
+    assert any(p.startswith("chart-2: rendered=error") for p in problems), problems
+    assert any(p.startswith("chart-3: rendered=empty") for p in problems), problems
+    assert any(p.startswith("page error: chart-2: ") for p in problems), problems
+
+
+def _emulated_site_with_power(root):
+    """A site 'emul' made from the real local-slurm run: emulated, with per-watt figures."""
+    source = sorted(p for p in (RESULTS / "local-slurm").iterdir() if p.is_dir())[0]
+    run = root / "emul" / source.name
+    shutil.copytree(source, run, ignore=shutil.ignore_patterns("failed-stage"))
+    prov = json.loads((run / "provenance" / "provenance.json").read_text())
+    prov.update(site="emul", emulated=True)
+    (run / "provenance" / "provenance.json").write_text(json.dumps(prov))
+    rfm = json.loads((run / "report.json").read_text())
+    per_watt = {"tps": "tx/s/W", "gflops": "Gflop/s/W"}
+    for attempt in rfm["runs"]:
+        for case in attempt["testcases"]:
+            values = case.get("perfvalues") or {}
+            for key, entry in list(values.items()):
+                unit = per_watt.get(key.rsplit(":", 1)[-1])
+                if unit:
+                    values[f"{key}_per_watt"] = [entry[0] / 40.0, 0, None, None, unit, "pass"]
+    (run / "report.json").write_text(json.dumps(rfm))
+
+
+def test_energy_figures_and_emulated_site(tmp_path):
+    need_chromium()
+    if not (RESULTS / "local-slurm").is_dir():
+        pytest.skip(f"NO local-slurm RUN in {RESULTS} to derive an emulated site from")
+    root = tmp_path / "results"
+    _emulated_site_with_power(root)
+
+    built = report.make(sites=["emul"], results_root=root, store_dir=tmp_path / "store")
+    out = report.write(built, tmp_path / "emul.html", results_root=root)
+
+    text = out.read_text()
+    assert "emul is emulated" in text and "timings mean nothing for speed" in text
+    assert "sysbench transactions/s per watt" in text and "tps_per_watt" in text
+    assert "gflops_per_watt" in text and "No site measured power" not in text
+    problems = render_problems(chromium(out, tmp_path, "--dump-dom"), built.chart_ids)
+    assert problems == []
+
+
+def test_no_runs_gives_a_page_that_says_so(tmp_path):
+    root = tmp_path / "results"
+    (root / "empty-site").mkdir(parents=True)
+
+    out = report.build(tmp_path / "r.html", results_root=root, store_dir=tmp_path / "s")
+
+    text = out.read_text()
+    assert text.count("No runs of this check") == 6
+    assert 'content="0"' in text and 'class="sb-chart"' not in text
+    assert "No site measured power" in text
+
+
+def test_unknown_site_is_reported(tmp_path, capsys):
+    root = tmp_path / "results"
+    root.mkdir()
+    built = report.make(sites=["atlantis"], results_root=root, store_dir=tmp_path / "s")
+    assert built.skipped == [f"atlantis: no such site directory in {root}"]
+    assert "atlantis" in capsys.readouterr().err
+
+
+def test_refuses_to_write_under_results(tmp_path):
+    root = tmp_path / "results"
+    (root / "local").mkdir(parents=True)
+    with pytest.raises(SitebenchError, match="outside results"):
+        report.build(root / "local" / "report.html", results_root=root, store_dir=tmp_path)
+    assert not (root / "local" / "report.html").exists()
+
+
+@pytest.mark.parametrize(
+    "spec, label",
+    [
+        (
+            "hpl@2.3~openmp level=tuned simd=auto arch=linux-debian12-x86_64_v4",
+            "-O3 + target SIMD",
+        ),
+        ("hpl@2.3 level=tuned simd=none", "-O3 + no SIMD"),
+        ("hpl@2.3 level=1 arch=linux-x-aarch64", "level 1: -O0, no SIMD"),
+        ("hpl@2.3 level=3", "level 3: -O3 + target SIMD"),
+        ("hpl@2.3~openmp optimization=O3 simd=auto", "-O3 + target SIMD"),
+        ("", "unknown flags"),
+    ],
+)
+def test_hpl_build_flags(spec, label):
+    assert builds.hpl_flags(spec) == label
+
+
+def test_hpl_build_label_names_the_blas():
+    specs = [
+        {
+            "hash": "abcdefg1234567",
+            "dependencies": [
+                {"name": "openblas", "parameters": {"virtuals": ["blas", "lapack"]}},
+                {"name": "openmpi", "parameters": {"virtuals": ["mpi"]}},
+            ],
+        }
+    ]
+    label = builds.hpl_build_label("hpl@2.3 level=2 /abcdefg1234567", json.dumps(specs))
+    assert label == "level 2: -O0, no SIMD, openblas"
+
+
+def test_run_corrupted_after_indexing_is_skipped(tmp_path):
+    source = sorted(p for p in (RESULTS / "local").iterdir() if p.is_dir())[0]
+    root = tmp_path / "results"
+    shutil.copytree(source, root / "local" / source.name)
+    assert report.make(results_root=root, store_dir=tmp_path / "s").runs == 1
+
+    (root / "local" / source.name / "report.json").write_text("{")
+    again = report.make(results_root=root, store_dir=tmp_path / "s", warn=lambda m: None)
+
+    assert again.runs == 0 and again.chart_ids == []
+    assert any(source.name in s and "not valid JSON" in s for s in again.skipped)
