@@ -110,6 +110,25 @@ def cmd_report(args):
     return 0
 
 
+def cmd_lock_drift(args):
+    from sitebench import lock_drift
+    from sitebench import spack as spack_mod
+
+    sites = args.site or lock_drift.committed_environments()
+    if not sites:
+        print("no environment commits a spack.lock (git ls-files environments/*/spack.lock)")
+        return 0
+    spack = spack_mod.setup()
+    drifted = 0
+    for site in sites:
+        lines = lock_drift.drift(spack, paths.environment_dir(site))
+        drifted += bool(lines)
+        print(f"environments/{site}: " + ("no drift" if not lines else f"{len(lines)} change(s)"))
+        for line in lines:
+            print(f"  {line}")
+    return 1 if drifted else 0
+
+
 def cmd_mirror(args):
     from sitebench import mirror
 
@@ -289,6 +308,13 @@ def parser():
         help="the site's CPU microarchitecture (e.g. zen3), where the reports do not say",
     )
     imp.set_defaults(func=cmd_import_reframe_db)
+
+    drf = sub.add_parser(
+        "lock-drift",
+        help="re-concretize committed environments and show how they drifted from spack.lock",
+    )
+    drf.add_argument("site", nargs="*", help="sites (default: every committed spack.lock)")
+    drf.set_defaults(func=cmd_lock_drift)
 
     mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")
     mir.add_argument("directory", help="where to put the mirror (carry it to the site)")

@@ -1,0 +1,86 @@
+"""Lock drift: a committed spack.lock against a fresh concretization of its environment."""
+
+import copy
+import json
+
+import pytest
+
+from conftest import FIXTURES
+from sitebench import lock_drift, paths
+
+LOCK = json.loads((FIXTURES / "lock-drift/stream-hpl.spack.lock").read_text())
+
+
+def node(lock, name):
+    return next(n for n in lock["concrete_specs"].values() if n["name"] == name)
+
+
+def test_the_same_lock_has_no_drift():
+    assert lock_drift.compare_locks(LOCK, copy.deepcopy(LOCK)) == []
+
+
+def test_a_version_and_variant_change_is_named():
+    new = copy.deepcopy(LOCK)
+    stream = node(new, "stream")
+    stream["version"] = "5.9"
+    stream["parameters"]["openmp"] = False
+    lines = lock_drift.compare_locks(LOCK, new)
+    assert len(lines) == 1
+    assert (
+        "stream@5.10" in lines[0] and "-> stream@5.9" in lines[0] and "'openmp': False" in lines[0]
+    )
+
+
+def test_a_changed_target_and_a_lost_dependency_are_named():
+    new = copy.deepcopy(LOCK)
+    hpl = node(new, "hpl")
+    hpl["arch"]["target"] = "zen3"
+    blas = [d for d in hpl["dependencies"] if d["name"] == "openblas"]
+    assert blas, "the fixture's HPL links OpenBLAS"
+    hpl["dependencies"] = [d for d in hpl["dependencies"] if d["name"] != "openblas"]
+    lines = lock_drift.compare_locks(LOCK, new)
+    assert any("target=zen3" in line and line.startswith("hpl:") for line in lines)
+    assert any("openblas no longer a dependency" in line for line in lines)
+
+
+def test_roots_added_and_removed_are_named():
+    new = copy.deepcopy(LOCK)
+    new["roots"] = [r for r in new["roots"] if r["spec"] != "hpl"]
+    assert lock_drift.compare_locks(LOCK, new) == [
+        "root 'hpl': in the lock, not in the environment any more"
+    ]
+    assert lock_drift.compare_locks(new, LOCK) == [
+        "root 'hpl': new in the environment, not in the lock"
+    ]
+
+
+@pytest.mark.spack
+def test_a_fresh_concretization_matches_its_lock_and_an_old_lock_drifts(spack, tmp_path):
+    # An environment laid out like the checkout, concretized now: no drift against itself;
+    # its lock aged by hand (an older STREAM) drifts, and the drift names it.
+    env = tmp_path / "environments" / "tiny"
+    env.mkdir(parents=True)
+    (env / "spack.yaml").write_text(
+        (FIXTURES / "lock-drift/spack.yaml").read_text().replace("  - hpl\n", "")
+    )
+    for name in ("site-configs", "spack-repo"):
+        (tmp_path / name).symlink_to(paths.ROOT / name)
+    lock = lock_drift.fresh_lock(spack, env)
+    (env / "spack.lock").write_text(json.dumps(lock))
+    assert lock_drift.drift(spack, env) == []
+    node(lock, "stream")["version"] = "5.9"
+    (env / "spack.lock").write_text(json.dumps(lock))
+    lines = lock_drift.drift(spack, env)
+    assert len(lines) == 1 and "stream@5.9" in lines[0] and "-> stream@5.10" in lines[0]
+
+
+@pytest.mark.spack
+@pytest.mark.parametrize("site", lock_drift.committed_environments())
+def test_committed_environments_still_concretize_to_their_locks(spack, site):
+    drift = lock_drift.drift(spack, paths.environment_dir(site))
+    assert drift == [], f"environments/{site}/spack.lock drifted:\n" + "\n".join(drift)
+
+
+def test_the_committed_environments_are_found():
+    # The detected site's lock is made per machine and never committed.
+    assert "local" not in lock_drift.committed_environments()
