@@ -179,3 +179,19 @@ def test_compare_never_modifies_results(results_root):
     sitebench("compare", "local", "local", check=True)
     after = sorted((p, p.stat().st_mtime_ns) for p in results_root.rglob("*"))
     assert before == after
+
+
+def test_an_emulated_site_carries_its_caveat(results_root):
+    for f in SPREAD:
+        store_run("native", f)
+        run = store_run("arm", f / 50)
+        prov = run / "provenance/provenance.json"
+        # Runs are never rewritten; this test builds its own site as an emulated one would.
+        prov.write_text(json.dumps({"site": "arm", "emulated": {"qemu_cpu": "neoverse-n1"}}))
+    table = compare(Side.parse("native"), Side.parse("arm"))
+    assert table.attrs["caveats"] and "'arm' runs under emulation" in table.attrs["caveats"][0]
+    assert "CAVEAT: site 'arm' runs under emulation" in render(table, "native", "arm")
+    js = json.loads(render(table, "native", "arm", "json"))
+    assert len(js["caveats"]) == 1
+    plain = compare(Side.parse("native"), Side.parse("native"))
+    assert plain.attrs["caveats"] == []

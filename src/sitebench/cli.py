@@ -67,6 +67,9 @@ def cmd_compare(args):
     a, b = Side.parse(args.a), Side.parse(args.b)
     table = compare(a, b, job_wall=args.job_wall, warn=_warn)
     print(render(table, args.a, args.b, args.format))
+    if args.format == "csv":
+        for caveat in table.attrs.get("caveats", []):
+            _warn(caveat)
     return 0
 
 

@@ -232,7 +232,23 @@ def verdicts(df):
 def compare(a, b, results_root=None, job_wall=False, warn=None, progress=None):
     """The comparison table of sides ``a`` and ``b`` (:class:`Side`), from the store."""
     con = store.open_store(sorted({a.site, b.site}), results_root, warn, progress)
-    return verdicts(query(con, a.where(), b.where(), job_wall))
+    table = verdicts(query(con, a.where(), b.where(), job_wall))
+    table.attrs["caveats"] = caveats(con, [a.site, b.site])
+    return table
+
+
+def caveats(con, sites):
+    """What a reader must know before trusting a ratio: emulated sites, for now."""
+    emulated = con.execute(
+        "SELECT DISTINCT site FROM runs WHERE site IN (SELECT unnest(?::VARCHAR[])) "
+        "AND emulated ORDER BY site",
+        [sorted(set(sites))],
+    ).fetchall()
+    return [
+        f"site {site!r} runs under emulation (QEMU): its timings and rates mean nothing for "
+        "speed; only builds and verification are real"
+        for (site,) in emulated
+    ]
 
 
 def num(value):
@@ -263,12 +279,15 @@ def render(table, a_label, b_label, fmt="table"):
                 "a": a_label,
                 "b": b_label,
                 "test": f"two-sided Mann-Whitney U, alpha {ALPHA}",
+                "caveats": table.attrs.get("caveats", []),
                 "rows": json.loads(table.to_json(orient="records")),
             },
             indent=2,
         )
     if table.empty:
-        return f"no figure is present in both {a_label} and {b_label}"
+        return f"no figure is present in both {a_label} and {b_label}" + "".join(
+            f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", [])
+        )
 
     def spread(median, iqr, n):
         return f"{num(median)} ±{num(iqr / 2)} (n={n})" if n > 1 else f"{num(median)} (n=1)"
@@ -290,4 +309,5 @@ def render(table, a_label, b_label, fmt="table"):
         f"\nmedian ±IQR/2 over runs; beyond noise: two-sided Mann-Whitney U test, p < {ALPHA:g}"
         " (exact for small samples without ties)"
     )
-    return shown.to_string(index=False) + note
+    warnings = "".join(f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", []))
+    return shown.to_string(index=False) + note + warnings
