@@ -154,6 +154,13 @@ def cmd_perf(args):
         print(store_bench.render(result))
         print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
         return 0
+    if args.benchmark == "stream":
+        from sitebench import perf_stream
+
+        result = perf_stream.stream(rounds=args.rounds)
+        print(perf_stream.render(result))
+        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
+        return 0
     result = perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds)
     print(perf.render(result))
     print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
@@ -327,9 +334,10 @@ def parser():
     prf = sub.add_parser("perf", help="performance benchmark: ratios measured side by side")
     prf.add_argument(
         "benchmark",
-        choices=("hpl", "store"),
-        help="hpl: our HPL against hpcc, Spack's builtin and DGEMM; store: the results "
-        "store on 10 million synthetic figures",
+        choices=("hpl", "stream", "store"),
+        help="hpl: our HPL against hpcc, Spack's builtin and DGEMM; stream: our STREAM "
+        "against Spack's builtin and hpcc's SingleSTREAM; store: the results store on 10 "
+        "million synthetic figures",
     )
     prf.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
     prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")

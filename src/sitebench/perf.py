@@ -162,11 +162,16 @@ def spread(values):
 
 
 def ratio(a, b):
-    """Median ratio with its spread: median(a)/median(b), and the extreme pairings."""
+    """Ratios of values measured side by side: round i of ``a`` over round i of ``b``.
+
+    Pairing by round keeps a slow spell of a shared machine out of the ratio (both sides
+    of a round see it); the median and range are over the rounds."""
+    per_round = [x / y for x, y in zip(a, b)]
     return {
-        "median": statistics.median(a) / statistics.median(b),
-        "min": min(a) / max(b),
-        "max": max(a) / min(b),
+        "median": statistics.median(per_round),
+        "min": min(per_round),
+        "max": max(per_round),
+        "rounds": per_round,
     }
 
 
