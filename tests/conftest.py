@@ -26,6 +26,15 @@ def spack_missing_reason():
     )
 
 
+RELIABILITY_KINDS = ("reliability_input", "reliability_fault")
+
+
+def pytest_itemcollected(item):
+    """`-m reliability` selects both kinds (before pytest deselects by marker)."""
+    if any(item.get_closest_marker(kind) for kind in RELIABILITY_KINDS):
+        item.add_marker("reliability")
+
+
 @pytest.fixture(autouse=True)
 def private_store(tmp_path_factory, monkeypatch):
     """Each test's results-store index in its own temporary directory, never in .sitebench/."""

@@ -142,6 +142,7 @@ def test_time_ranges_and_partitions_as_sides(results_root):
     assert by_partition["ratio"].tolist() == pytest.approx([0.9] * FIGURES_IN_REPORT)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "spec, message",
     [

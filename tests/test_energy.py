@@ -64,6 +64,7 @@ def test_power_settings_and_defaults():
     assert power_config("s:p", {"source": "slurm", "wait_s": 60}).wait_s == 60.0
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "settings, words",
     [

@@ -7,6 +7,7 @@ from sitebench.errors import SitebenchError
 from sitebench.names import check_name
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "name",
     [
@@ -60,6 +61,7 @@ def test_valid_references(tmp_path):
     assert references.validate(write(tmp_path, "")) == {}
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -108,6 +110,7 @@ def test_bad_references_name_the_key(tmp_path, text, message):
     assert "references.yaml" in str(err.value)
 
 
+@pytest.mark.reliability_input
 def test_missing_references(tmp_path):
     with pytest.raises(SitebenchError, match="is missing") as err:
         references.validate(tmp_path / "references.yaml")

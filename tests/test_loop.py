@@ -73,6 +73,7 @@ def test_full_scale_is_listed_when_asked():
     assert "- HplCheck %scale=full" in proc.stdout
 
 
+@pytest.mark.reliability_input
 def test_unknown_site_and_unsafe_names(results_root):
     unknown = sitebench("run", "--site", "nowhere")
     assert unknown.returncode == 2
@@ -84,6 +85,7 @@ def test_unknown_site_and_unsafe_names(results_root):
     assert not results_root.exists()
 
 
+@pytest.mark.reliability_input
 def test_missing_or_broken_references_stop_before_running(tmp_path, monkeypatch):
     site = tmp_path / "site-configs" / "demo"
     site.mkdir(parents=True)
@@ -144,6 +146,7 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
     )
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.spack
 @pytest.mark.slow
 def test_a_check_whose_binary_is_missing_fails(results_root, spack):

@@ -59,6 +59,7 @@ def test_each_output_matches_its_capture_notes(path):
     assert (found == []) == (verdict == "SUCCESSFUL" and "strict-off" not in path.name), found
 
 
+@pytest.mark.reliability_input
 def test_failed_verification_fails_naming_benchmark_class_and_npb_verdict():
     # A real run of the Spack-built ep.A.x with a perturbed log() (README).
     path = NPB / "npb-3.4.3-spack_ep.A_np2_log-error-1e-7.txt"
@@ -69,6 +70,7 @@ def test_failed_verification_fails_naming_benchmark_class_and_npb_verdict():
     ]
 
 
+@pytest.mark.reliability_input
 def test_failed_verification_quotes_what_npb_printed():
     # NPB's own failure lines, from a real passing run turned into CG's failure format.
     text = (NPB / "npb-3.4.3-mpi_cg.A_np2.txt").read_text()
@@ -117,6 +119,7 @@ def test_refused_process_count_is_an_error_quoting_npb():
         npb.parse((NPB / "npb-3.4.3-spack_lu.S_np15.txt").read_text())
 
 
+@pytest.mark.reliability_input
 def test_empty_and_truncated_outputs_are_errors():
     with pytest.raises(ParseError, match="empty"):
         npb.parse(" \n")
@@ -129,6 +132,7 @@ def test_empty_and_truncated_outputs_are_errors():
         npb.parse(text[: text.index(" Mop/s total")])
 
 
+@pytest.mark.reliability_input
 def test_unprintable_and_nan_figures_are_errors():
     text = (NPB / "npb-3.4.3-mpi_ep.A_np1.txt").read_text()
     # Fortran prints asterisks when a number overflows its field.
@@ -180,6 +184,7 @@ double log(double x) {
 """
 
 
+@pytest.mark.reliability_input
 @pytest.mark.spack
 @pytest.mark.slow
 def test_reframe_fails_a_run_whose_verification_failed(tmp_path, spack):

@@ -146,6 +146,7 @@ def test_wrong_benchmark_and_version_are_named():
     assert verdict(LAT_SHM, version="7.3") == ["OSU printed v7.2, the binary was built as 7.3"]
 
 
+@pytest.mark.reliability_input
 def test_mpi_error_is_quoted():
     stderr = stderr_of(OSU / "omb-7.2_osu_latency_core_btl-self-only_mpi-error.txt")
     assert osu.mpi_failed(stderr)
@@ -156,6 +157,7 @@ def test_mpi_error_is_quoted():
     assert not osu.mpi_failed(stderr_of(LAT_SHM)) and osu.mpi_error(stderr_of(LAT_SHM)) == ""
 
 
+@pytest.mark.reliability_input
 def test_garbled_mpi_help_is_said_with_the_exit_code():
     """Open MPI 4.1 sometimes garbles its own help messages: the check says so."""
     lost = stderr_of(OSU / "omb-7.2_osu_latency_core_btl-self-only_help-lost.txt")
@@ -193,6 +195,7 @@ def test_mpi_failure_after_a_complete_table_fails():
     assert problem.startswith("Open MPI reported a failure: At least one pair")
 
 
+@pytest.mark.reliability_fault
 def test_missing_sizes():
     text = (OSU / "omb-7.2_osu_latency_core_shm_killed-after-3s.txt").read_text()
     result = osu.parse(text)
@@ -212,6 +215,7 @@ def test_sizes():
             osu.sizes(*bad)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "edit, message",
     [

@@ -176,6 +176,7 @@ FAILED = {
 }
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize("name", sorted(FAILED))
 def test_failed_runs_name_their_cause(name):
     benchmark, threads, expect, causes = FAILED[name]
@@ -214,6 +215,7 @@ def test_every_job_capture_is_tested():
     assert {p.name.removesuffix(".txt") for p in JOBS} == good | set(FAILED) | set(RFM_QUICK)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "cut_before, cause",
     [
@@ -231,6 +233,7 @@ def test_truncated_output_names_what_is_missing(cut_before, cause):
     assert any(cause in f for f in found), found
 
 
+@pytest.mark.reliability_input
 def test_not_parsec_output_is_an_error():
     with pytest.raises(ParseError, match="empty"):
         parsec.parse(" \n", "blackscholes")
@@ -260,6 +263,7 @@ def test_uneven_split_leaves_a_real_option_unpriced():
         parsec.check_prices(FILES / "prices_in1000_t3-uneven.txt", 1000, FILES / "in_1000.txt")
 
 
+@pytest.mark.reliability_input
 def test_broken_prices_files(tmp_path):
     good = (FILES / "prices_in1000_t2.txt").read_text().splitlines(keepends=True)
     cases = {
@@ -280,6 +284,7 @@ def test_broken_prices_files(tmp_path):
         parsec.check_prices(FILES / "prices_in1000_t2.txt", 2000, FILES / "in_1000.txt")
 
 
+@pytest.mark.reliability_input
 def test_broken_fluid_files(tmp_path):
     data = (FILES / "out_in5K_1frame_t2.fluid").read_bytes()
     floats = list(struct.unpack(f"<{9 * 4800}f", data[8:]))
@@ -440,6 +445,7 @@ class ParsecWrongThreads(parsec.ParsecCheck):
 """
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.spack
 @pytest.mark.slow
 def test_failing_runs_fail_the_check_with_their_cause(tmp_path, spack):

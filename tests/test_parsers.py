@@ -63,6 +63,7 @@ def test_hpl_gflops_and_verdict_match_the_capture_notes(path):
     assert result.tests[0].n in (2000, 5000, 10000)
 
 
+@pytest.mark.reliability_input
 def test_hpl_failed_residual_is_not_passed():
     result = hpl.parse(
         (
@@ -85,12 +86,14 @@ def test_hpl_spack_style_output_with_progress_lines():
     assert result.best_gflops == pytest.approx(107.19, rel=1e-3)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize("module", [stream, hpl])
 def test_empty_output_is_an_error(module):
     with pytest.raises(ParseError, match="empty"):
         module.parse("  \n")
 
 
+@pytest.mark.reliability_input
 def test_truncated_stream_is_an_error():
     text = (FIXTURES / "stream/stream-5.10_omp_O3_80M_t1_rep1.txt").read_text()
     cut = text[: text.index("Add:")]
@@ -99,6 +102,7 @@ def test_truncated_stream_is_an_error():
     assert not stream.validates(cut)
 
 
+@pytest.mark.reliability_input
 def test_truncated_hpl_is_an_error():
     text = (FIXTURES / "hpl/hpl-2.3_openblas_O0_N5000_NB192_P1Q2_np2_rep1.txt").read_text()
     with pytest.raises(ParseError, match="summary"):
@@ -107,6 +111,7 @@ def test_truncated_hpl_is_an_error():
         hpl.parse(text[: text.index("T/V                N")])
 
 
+@pytest.mark.reliability_input
 def test_nan_and_inf_are_errors():
     stream_text = (FIXTURES / "stream/stream-5.10_omp_O3_80M_t1_rep1.txt").read_text()
     bad = re.sub(r"^(Triad:\s+)\S+", r"\1nan", stream_text, flags=re.M)

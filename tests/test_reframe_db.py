@@ -159,6 +159,7 @@ def test_database_is_never_changed(reframe_db, results_root):
     assert state() == before  # no byte changed, no lock or journal left beside it
 
 
+@pytest.mark.reliability_input
 def test_missing_file_is_an_error_naming_it(tmp_path, results_root):
     missing = tmp_path / "nowhere" / "results.db"
     with pytest.raises(SitebenchError, match="does not exist") as err:
@@ -169,6 +170,7 @@ def test_missing_file_is_an_error_naming_it(tmp_path, results_root):
     assert run_dirs("local") == []
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize("damage", ["garbage", "truncated"])
 def test_corrupt_database_is_an_error_naming_it(reframe_db, tmp_path, results_root, damage):
     path = copy_db(reframe_db, tmp_path)
@@ -182,6 +184,7 @@ def test_corrupt_database_is_an_error_naming_it(reframe_db, tmp_path, results_ro
     assert run_dirs("local") == []
 
 
+@pytest.mark.reliability_input
 def test_other_sqlite_file_is_not_a_reframe_db(tmp_path, results_root):
     path = tmp_path / "other.db"
     with sqlite3.connect(path) as conn:
@@ -192,6 +195,7 @@ def test_other_sqlite_file_is_not_a_reframe_db(tmp_path, results_root):
     assert str(path) in str(err.value)
 
 
+@pytest.mark.reliability_input
 def test_unknown_schema_version_is_an_error(reframe_db, tmp_path, results_root):
     path = copy_db(reframe_db, tmp_path)
     with sqlite3.connect(path) as conn:
@@ -203,6 +207,7 @@ def test_unknown_schema_version_is_an_error(reframe_db, tmp_path, results_root):
     assert run_dirs("local") == []
 
 
+@pytest.mark.reliability_input
 def test_corrupt_session_is_skipped_with_a_warning(reframe_db, tmp_path, results_root):
     path = copy_db(reframe_db, tmp_path)
     edit_session(path, reframe_db.uuids[0], lambda report: json.dumps(report)[:200])
@@ -268,7 +273,7 @@ def test_default_db_path_is_reframes(tmp_path, monkeypatch):
 
 
 def test_name_clash_keeps_the_sessions_time(reframe_db, results_root, monkeypatch):
-    from sitebench import reframe_db as module
+    from sitebench import results as module
 
     taken = results_root / "local" / "20000101T000000Z-000000"
     (taken / "provenance").mkdir(parents=True)
@@ -284,6 +289,7 @@ def test_name_clash_keeps_the_sessions_time(reframe_db, results_root, monkeypatc
         assert path.name.startswith(stamp(start) + "-")
 
 
+@pytest.mark.reliability_fault
 def test_database_locked_by_a_writer_is_an_error_saying_so(
     reframe_db, tmp_path, results_root, monkeypatch
 ):

@@ -1,11 +1,9 @@
 """Regression detection: a run drifting from the site's history is flagged, even inside
 its static tolerance; noise and short histories are not."""
 
-import functools
 import itertools
 import json
 import time
-from unittest import mock
 
 import pytest
 
@@ -29,8 +27,7 @@ def store_run(factor=1.0, hpl_factor=None, result="pass"):
             entry[5:] = [result]
     # Runs of one second sort by their random suffix: give each its own second.
     when = time.time() + next(SECONDS)
-    with mock.patch.object(results, "new_run_name", functools.partial(results.new_run_name, when)):
-        incoming = results.Incoming("local")
+    incoming = results.Incoming("local", when=when)
     (incoming.path / "report.json").write_text(json.dumps(report))
     (incoming.path / "provenance").mkdir()
     (incoming.path / "provenance/provenance.json").write_text('{"cpu_arch": "zen3"}')
@@ -85,6 +82,7 @@ def test_only_the_last_runs_make_the_history(results_root):
     assert len(earlier) == len(NOISE) and drifted(df) == {}
 
 
+@pytest.mark.reliability_input
 def test_unknown_site_or_run_is_a_clear_error(results_root):
     store_run()
     with pytest.raises(SitebenchError, match="is not among the readable runs"):

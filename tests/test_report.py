@@ -307,6 +307,7 @@ def test_hpl_build_label_names_the_blas():
     assert label == "level 2: -O0, no SIMD, openblas"
 
 
+@pytest.mark.reliability_input
 def test_run_corrupted_after_indexing_is_skipped(tmp_path):
     source = sorted(p for p in (RESULTS / "local").iterdir() if p.is_dir())[0]
     root = tmp_path / "results"

@@ -41,6 +41,7 @@ def test_same_second_runs_never_collide(results_root):
     assert len(run_dirs("local")) == 20
 
 
+@pytest.mark.reliability_fault
 def test_existing_run_is_never_replaced(results_root, monkeypatch):
     first = store_run("local")
     before = (first / "report.json").read_bytes()
@@ -52,6 +53,7 @@ def test_existing_run_is_never_replaced(results_root, monkeypatch):
     assert (first / "report.json").read_bytes() == before
 
 
+@pytest.mark.reliability_input
 def test_site_name_cannot_escape_results(results_root):
     with pytest.raises(SitebenchError, match="invalid site name"):
         Incoming("../outside")
@@ -67,6 +69,7 @@ def test_figures_from_a_real_report(results_root):
     assert list(hpl["value"]) == [pytest.approx(81.606)] and list(hpl["run"]) == [run.name]
 
 
+@pytest.mark.reliability_input
 def test_corrupt_runs_are_reported_skipped_and_kept(results_root, capsys):
     store_run("local")
     site = results_root / "local"

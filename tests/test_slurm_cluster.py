@@ -129,6 +129,7 @@ def only_run(results):
     return run
 
 
+@pytest.mark.reliability
 @pytest.mark.slurm
 def test_start_status_stop_leaves_nothing_behind(start_cluster):
     cluster = start_cluster(1)
@@ -287,6 +288,7 @@ def _kill_when_running(cluster, node, nodes_wanted, done, killed):
         time.sleep(0.3)
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.slurm
 @pytest.mark.spack
 @pytest.mark.slow
@@ -332,6 +334,7 @@ def test_a_lost_node_fails_its_check_with_slurms_reason(start_cluster, spack, tm
     assert cluster.sinfo()["sbnode2"].startswith("down")
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.slurm
 @pytest.mark.spack
 @pytest.mark.slow

@@ -63,6 +63,7 @@ def test_nodes_share_out_cpus_and_memory(tmp_path):
     assert Cluster.from_json(cluster.to_json()) == cluster
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "args, message",
     [
@@ -130,6 +131,7 @@ def test_one_core_nodes_count_as_bound_for_the_node_mapping():
     assert "not bound" in osu.mapping_problem(same_host, "core", cores_per_node=1)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -37,6 +37,7 @@ def without_spack_path():
     return os.pathsep.join(d for d in dirs if not os.path.exists(os.path.join(d, "spack")))
 
 
+@pytest.mark.reliability_input
 def test_wrong_spack_version_is_refused(tmp_path):
     bindir = fake_spack(tmp_path, "0.23.1")
     proc = sitebench(
@@ -47,11 +48,13 @@ def test_wrong_spack_version_is_refused(tmp_path):
     assert "fix:" in proc.stderr
 
 
+@pytest.mark.reliability_input
 def test_spack_root_without_spack(tmp_path):
     proc = sitebench("spack", "--version", env={"SPACK_ROOT": str(tmp_path)})
     assert proc.returncode == 2 and "has no bin/spack" in proc.stderr
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "variable, message",
     [
@@ -71,6 +74,7 @@ def test_bad_overrides_are_refused(tmp_path, variable, message):
     assert variable in proc.stderr and message in proc.stderr
 
 
+@pytest.mark.reliability_input
 def test_clone_failure_names_the_override(tmp_path):
     proc = sitebench(
         "spack",
@@ -222,6 +226,7 @@ def test_real_build_from_the_mirror(tmp_path, spack):
     assert os.access(stream_exe, os.X_OK)
 
 
+@pytest.mark.reliability_input
 @pytest.mark.spack
 def test_checksum_is_enforced(tmp_path, spack):
     mirror = os.environ.get("SITEBENCH_MIRROR")

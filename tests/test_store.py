@@ -4,6 +4,7 @@ survives a crash between its own writes."""
 import json
 
 import pyarrow.parquet as pq
+import pytest
 
 from conftest import FIXTURES
 from sitebench import store, store_bench
@@ -56,6 +57,7 @@ def test_a_removed_run_leaves_the_index(results_root):
     assert count(con, "runs") == 1 and count(con) == FIGURES_PER_RUN
 
 
+@pytest.mark.reliability_fault
 def test_a_crash_between_segment_and_run_list_is_repaired(results_root):
     store_run()
     store.refresh("local")
@@ -83,6 +85,7 @@ def test_segments_are_compacted_without_losing_rows(results_root):
     assert count(con) == (store.MAX_SEGMENTS + 2) * FIGURES_PER_RUN
 
 
+@pytest.mark.reliability_input
 def test_unreadable_runs_are_reported_skipped_and_retried(results_root):
     store_run()
     broken = results_root / "local" / "20200101T000000Z-aaaaaa"

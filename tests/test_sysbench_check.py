@@ -99,6 +99,7 @@ def test_thread_count_and_time():
     assert t1.total_time_s == 30.0067 and t1.latency_max_ms == 37.94
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "path",
     [FIX / "oltp_read_write_server_killed.txt", FIX / "stage-server-killed/sysbench-run.txt"],
@@ -113,6 +114,7 @@ def test_ignored_errors_are_counted():
     assert result.ignored_errors == 748 and result.threads == 8
 
 
+@pytest.mark.reliability_input
 @pytest.mark.parametrize(
     "cut, message",
     [
@@ -128,6 +130,7 @@ def test_truncated_run_is_a_parse_error(cut, message):
         sysbench.parse(text[: text.index(cut)])
 
 
+@pytest.mark.reliability_input
 def test_empty_and_non_numeric_output():
     with pytest.raises(ParseError, match="empty"):
         sysbench.parse("\n")
@@ -300,6 +303,7 @@ def test_driver_names_a_prefix_without_server(tmp_path):
     )
 
 
+@pytest.mark.reliability
 def test_server_serves_steps_on_a_socket_only_and_stops(binaries, tmp_path, no_server_left):
     status = mariadb_server.run(
         binaries,
@@ -367,6 +371,7 @@ def start_driver(tmp_path, binaries, sql):
     pytest.fail("the driver did not reach its step within 120 s")
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.parametrize("socket_in", ["workdir", "short-dir"])
 def test_server_killed_mid_step_is_reported_with_its_log(
     binaries, tmp_path, no_server_left, socket_in
@@ -392,6 +397,7 @@ def test_server_killed_mid_step_is_reported_with_its_log(
     assert "error: MariaDB server died during the run" in err
 
 
+@pytest.mark.reliability_fault
 def test_sigterm_to_the_job_stops_the_server_cleanly(binaries, tmp_path, no_server_left):
     proc, status = start_driver(tmp_path, binaries, "SELECT SLEEP(60)")
     started = time.monotonic()
@@ -497,6 +503,7 @@ def test_check_passes_with_its_figures(reframe_env, tmp_path, no_server_left):
     assert "Shutdown complete" in (out / "mariadb.err").read_text()
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.spack
 @pytest.mark.slow
 def test_check_fails_naming_a_server_killed_mid_run(reframe_env, tmp_path, no_server_left):

@@ -20,7 +20,8 @@ def cmd_run(args):
     )
     print(summary.summarize(run_dir))
     print(_drift_of(run_dir))
-    return 0 if code == 0 else 1
+    # A run ended by a signal (Ctrl-C: 130) says so; otherwise 1 is "a check failed".
+    return code if code >= 128 else (0 if code == 0 else 1)
 
 
 def _drift_of(run_dir):
@@ -117,7 +118,21 @@ def cmd_lock_drift(args):
     from sitebench import lock_drift
     from sitebench import spack as spack_mod
 
+    from sitebench import site_settings
+
     sites = args.site or lock_drift.committed_environments()
+    emulated = [
+        s
+        for s in sites
+        if (paths.site_config_dir(s) / "site.yaml").is_file()
+        and site_settings.load(s).get("emulation")
+    ]
+    for site in emulated:
+        print(
+            f"environments/{site}: emulated site, not concretizable on this host; run "
+            f"`./sitebench qemu-shell --site {site} -- ./sitebench lock-drift {site}`"
+        )
+    sites = [s for s in sites if s not in emulated]
     if not sites:
         print("no environment commits a spack.lock (git ls-files environments/*/spack.lock)")
         return 0
@@ -325,6 +340,12 @@ def parser():
     )
     drf.add_argument("site", nargs="*", help="sites (default: every committed spack.lock)")
     drf.set_defaults(func=cmd_lock_drift)
+
+    from sitebench import onboard, qemu_site, validate
+
+    onboard.add_parser(sub)
+    validate.add_parser(sub)
+    qemu_site.add_parser(sub)
 
     mir = sub.add_parser("mirror", help="make a source mirror of a site's environment")
     mir.add_argument("directory", help="where to put the mirror (carry it to the site)")

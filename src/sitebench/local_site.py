@@ -142,8 +142,12 @@ def _mariadb_external():
     return None
 
 
-def detect_spack_packages(spack):
-    """Run Spack's own detection in a scratch scope and return packages: {...}."""
+def spack_external_find(spack):
+    """Run Spack's own detection in a scratch scope; return the ``packages:`` it wrote.
+
+    That is what ``spack compiler find`` and ``spack external find`` (MPI, BLAS, build
+    tools) report, untouched: :func:`complete_packages` turns it into a site's config.
+    """
     with tempfile.TemporaryDirectory() as scratch:
         # The detection commands write to the user scope; point it at scratch,
         # keeping the builtin repo from sitebench's own scope.
@@ -171,56 +175,101 @@ def detect_spack_packages(spack):
             if search:
                 run("external", "find", "--scope", "user", "--not-buildable", *search, package)
         found = Path(scratch, "packages.yaml")
-        packages = (
+        return (
             (yaml.safe_load(found.read_text()) or {}).get("packages", {})
             if found.is_file()
             else {}
         )
 
-    compilers = [
+
+#: What the suite needs from the machine: (what, Spack packages that provide it, Debian hint).
+TOOLCHAIN = (
+    ("mpi", ("openmpi", "mpich"), "apt-get install openmpi-bin libopenmpi-dev"),
+    ("blas", ("openblas",), "apt-get install libopenblas-dev"),
+)
+
+
+def found_compilers(packages):
+    """Names of the packages Spack found as compilers (``gcc``, ``llvm``, ...)."""
+    return [
         name
         for name, cfg in packages.items()
         for ext in cfg.get("externals", [])
         if ext.get("extra_attributes", {}).get("compilers")
     ]
-    if not compilers:
-        raise SitebenchError(
-            "Spack found no C compiler on this machine",
-            "install gcc (Debian: apt-get install gcc g++ gfortran) and rerun",
-        )
-    for virtual, providers, hint in (
-        ("mpi", ("openmpi", "mpich"), "apt-get install openmpi-bin libopenmpi-dev"),
-        ("blas", ("openblas",), "apt-get install libopenblas-dev"),
-    ):
-        found = [p for p in providers if packages.get(p, {}).get("externals")]
-        if not found:
-            raise SitebenchError(
-                f"Spack found no {virtual.upper()} library on this machine "
-                f"({', '.join(providers)})",
-                f"install one (Debian: {hint}) and rerun, or describe the site by hand "
-                f"in site-configs/<site>/",
+
+
+def found_providers(packages, providers):
+    """Those of ``providers`` Spack found as externals."""
+    return [p for p in providers if packages.get(p, {}).get("externals")]
+
+
+def toolchain_gaps(packages):
+    """What the machine lacks (C compiler, MPI, BLAS), as (virtual, problem, fix), in order."""
+    gaps = []
+    if not found_compilers(packages):
+        gaps.append(
+            (
+                "compiler",
+                "Spack found no C compiler on this machine",
+                "install gcc (Debian: apt-get install gcc g++ gfortran) and rerun",
             )
-        if virtual == "mpi":
-            packages.setdefault("mpi", {})["require"] = [found[0]]
-            continue
+        )
+    for virtual, providers, hint in TOOLCHAIN:
+        if not found_providers(packages, providers):
+            gaps.append(
+                (
+                    virtual,
+                    f"Spack found no {virtual.upper()} library on this machine "
+                    f"({', '.join(providers)})",
+                    f"install one (Debian: {hint}) and rerun, or describe the site by hand "
+                    f"in site-configs/<site>/",
+                )
+            )
+    return gaps
+
+
+def extra_externals():
+    """Externals Spack cannot detect itself: autoconf-archive, reference BLAS, MariaDB."""
+    extras = {}
+    for name, find in (
+        ("autoconf-archive", _autoconf_archive_external),
+        ("netlib-lapack", _reference_blas_external),
+        ("mariadb", _mariadb_external),
+    ):
+        found = find()
+        if found:
+            extras[name] = found
+    return extras
+
+
+def complete_packages(packages, extras):
+    """Spack's detection (``packages``) made a site's config: MPI required, the machine's
+    BLAS preferred, ``extras`` (:func:`extra_externals`) added, python dropped."""
+    mpi_found = found_providers(packages, TOOLCHAIN[0][1])
+    if mpi_found:
+        packages.setdefault("mpi", {})["require"] = [mpi_found[0]]
+    blas_found = found_providers(packages, TOOLCHAIN[1][1])
+    if blas_found:
         # Prefer the machine's BLAS, but keep the virtual buildable: a spec may
         # still ask for another provider (hpl level=1 builds the reference BLAS).
         preferred = packages.setdefault("all", {}).setdefault("providers", {})
         for name in ("blas", "lapack"):
             packages.pop(name, None)
-            preferred[name] = [found[0]]
-    extra = _autoconf_archive_external()
-    if extra:
-        packages["autoconf-archive"] = extra
-    reference = _reference_blas_external()
-    if reference:
-        packages["netlib-lapack"] = reference
-    mariadb = _mariadb_external()
-    if mariadb:
-        packages["mariadb"] = mariadb
+            preferred[name] = [blas_found[0]]
+    packages.update(extras)
     # Debian's python shims (pyenv) and similar are not wanted; nothing here needs python.
     packages.pop("python", None)
     return packages
+
+
+def detect_spack_packages(spack):
+    """Run Spack's own detection in a scratch scope and return packages: {...}."""
+    packages = spack_external_find(spack)
+    gaps = toolchain_gaps(packages)
+    if gaps:
+        raise SitebenchError(gaps[0][1], gaps[0][2])
+    return complete_packages(packages, extra_externals())
 
 
 def write_environment(env_dir, specs, our_repo=True, **settings):

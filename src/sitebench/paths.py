@@ -17,12 +17,28 @@ def results_dir():
     return Path(os.environ.get("SITEBENCH_RESULTS_DIR", ROOT / "results")).resolve()
 
 
+def sites_root():
+    """Where ``site-configs/`` and ``environments/`` live: the checkout, or
+    ``$SITEBENCH_SITES_ROOT`` (a directory holding both, e.g. a test's copy)."""
+    given = os.environ.get("SITEBENCH_SITES_ROOT")
+    return Path(given).resolve() if given else ROOT
+
+
 def site_config_dir(site):
-    return ROOT / "site-configs" / site
+    return sites_root() / "site-configs" / site
 
 
 def environment_dir(site):
-    return ROOT / "environments" / site
+    return sites_root() / "environments" / site
+
+
+def shown(path):
+    """``path`` as messages show it: relative to the sites' root or the checkout if inside."""
+    path = Path(path)
+    for base in (sites_root(), ROOT):
+        if path.is_relative_to(base):
+            return str(path.relative_to(base))
+    return str(path)
 
 
 def checks_dir():

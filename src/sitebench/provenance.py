@@ -10,13 +10,14 @@
 
 import hashlib
 import json
+import os
 import platform
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from sitebench import __version__, paths
+from sitebench import __version__, paths, site_settings
 from sitebench.spack import git_commit
 
 
@@ -63,6 +64,22 @@ def os_release():
     return None
 
 
+def emulation_provenance(site):
+    """How an emulated site's run was emulated (``emulation:`` in its site.yaml), else None.
+
+    ``qemu`` is the version of the host's qemu-user-static, ``qemu_cpu`` the CPU it emulated,
+    ``root`` the Debian root: ``./sitebench qemu-run`` passes them in from the host (the root
+    has no QEMU of its own). Timings of such a run are the emulator's, not the CPU's."""
+    emu = site_settings.load(site).get("emulation")
+    if not emu:
+        return None
+    return {
+        "qemu": os.environ.get("SITEBENCH_QEMU_VERSION") or None,
+        "qemu_cpu": os.environ.get("QEMU_CPU") or emu["qemu_cpu"],
+        "root": os.environ.get("SITEBENCH_EMULATION_ROOT") or emu["root"],
+    }
+
+
 def slurm_provenance(cluster, dest):
     """Slurm's version, configuration and nodes as the run saw them."""
     for path in (cluster.layout.slurm_conf, cluster.layout.cluster_file):
@@ -94,11 +111,13 @@ def collect(
     finished,
     reframe_exit,
     scheduler=None,
+    extra=None,
 ):
     """Write the provenance of one run into ``dest`` (a ``provenance/`` dir).
 
     ``scheduler``: a :class:`sitebench.slurm.cluster.LocalCluster` the run used; its
-    slurm.conf, cluster description and Slurm version are kept too."""
+    slurm.conf, cluster description and Slurm version are kept too. ``extra``: further
+    keys (an interrupted run: ``partial``, ``interrupted``)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     lock = Path(env_dir) / "spack.lock"
@@ -135,6 +154,11 @@ def collect(
     }
     if scheduler is not None:
         info["scheduler"] = slurm_provenance(scheduler, dest)
+    emulated = emulation_provenance(site)
+    if emulated:
+        # compare and the report show the emulation caveat for such runs.
+        info["emulated"] = emulated
+    info.update(extra or {})  # e.g. {"partial": true, "interrupted": "SIGINT"}
     # Written last: its presence marks the provenance complete.
     (dest / "provenance.json").write_text(json.dumps(info, indent=2) + "\n")
     return info

@@ -6,13 +6,17 @@ provenance (``provenance/``). It is assembled in a hidden ``.incoming-*``
 directory beside its final place and renamed into place in one step, so a
 reader never sees half a run. The run name is the UTC start time plus a
 random suffix; two runs of one site in the same second get different names,
-and the rename refuses to replace an existing (non-empty) run.
+and the rename refuses to replace an existing (non-empty) run. A writer that fails
+(a full disk) or is killed leaves only its hidden ``.incoming-*`` behind: never read as
+a run, reported by :func:`leftovers` (and :func:`load_runs`), kept for inspection.
 """
 
 import json
 import os
+import re
 import secrets
 import shutil
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -25,6 +29,11 @@ from sitebench.names import check_name
 REPORT = "report.json"
 PROVENANCE = "provenance/provenance.json"
 INCOMING = ".incoming-"
+#: In a run being assembled: who assembles it (host, pid, process start), so that one left
+#: by a killed writer is told apart from one still being written (:func:`leftovers`).
+WRITER = ".writer"
+ABANDONED = "ABANDONED"
+ABANDONED_SUFFIX = ".abandoned"
 
 
 def new_run_name(when=None):
@@ -44,6 +53,9 @@ class Incoming:
         self.name = new_run_name(when)
         self.path = self.site_dir / f"{INCOMING}{self.name}"
         self.path.mkdir()
+        pid = os.getpid()
+        writer = {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
+        (self.path / WRITER).write_text(json.dumps(writer) + "\n")
 
     def commit(self):
         _fsync_tree(self.path)
@@ -57,6 +69,7 @@ class Incoming:
                 self.name = new_run_name(self.when)
                 continue
             _fsync_dir(self.site_dir)
+            (final / WRITER).unlink(missing_ok=True)
             return final
         raise SitebenchError(
             f"could not find a free run name in {self.site_dir}",
@@ -65,8 +78,92 @@ class Incoming:
 
     def abandon(self, reason):
         """Keep a failed assembly for inspection, clearly marked, never as a run."""
-        marker = self.path / "ABANDONED"
-        marker.write_text(reason + "\n")
+        try:
+            (self.path / ABANDONED).write_text(reason + "\n")
+        except OSError:
+            pass  # e.g. the disk is full: the hidden name and the dead writer still tell
+
+    def failed(self, err, kept=None):
+        """A write into the run failed (a full disk, permissions): mark the assembly
+        abandoned and return the error to raise. Nothing becomes visible."""
+        what = err.strerror or str(err)
+        if getattr(err, "filename", None):
+            what += f" ({err.filename})"
+        elif isinstance(err, shutil.Error) and err.args and err.args[0]:
+            # copytree's list of (source, destination, why): the first why says it.
+            what = re.sub(r"^\[Errno \d+\] ", "", str(err.args[0][0][2]))
+        self.abandon(f"writing the run failed: {what}")
+        try:  # the name says it too where the disk had no room for the marker
+            self.path = self.path.rename(self.path.with_name(self.path.name + ABANDONED_SUFFIX))
+        except OSError:
+            pass
+        return SitebenchError(
+            f"could not store the run {self.site}/{self.name}: {what}; nothing was stored"
+            + (f" (ReFrame's output is kept in {kept})" if kept else ""),
+            f"make room on (or repair) the file system of {self.site_dir} and run again; "
+            f"the partial copy is kept hidden in {self.path}: remove it once inspected",
+        )
+
+
+def _process_start(pid):
+    """A process's start time (clock ticks since boot), None if it is gone or a zombie."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, ValueError):
+        return None
+    return None if fields[0] in ("Z", "X") else int(fields[19])
+
+
+def _writer_alive(writer):
+    pid = writer.get("pid")
+    if not isinstance(pid, int):
+        return False
+    start = _process_start(pid)
+    if start is not None or Path("/proc/self/stat").exists():
+        return start is not None and start == writer.get("start")
+    try:  # no /proc: the pid alone
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _leftover_reason(path, min_age):
+    try:
+        if (path / ABANDONED).is_file():
+            return "abandoned: " + (path / ABANDONED).read_text().strip()
+        if path.name.endswith(ABANDONED_SUFFIX):
+            return "abandoned: writing it failed"
+        try:
+            writer = json.loads((path / WRITER).read_text())
+        except FileNotFoundError:
+            age = time.time() - path.stat().st_mtime
+            return f"unfinished, writer unknown, {age:.0f} s old" if age > min_age else None
+    except FileNotFoundError:
+        return None  # committed (or removed) meanwhile
+    except (OSError, ValueError) as err:
+        return f"unfinished, writer unreadable ({err})"
+    if not isinstance(writer, dict) or writer.get("host") != socket.gethostname():
+        return None  # written from another host: cannot tell whether it is still at work
+    if _writer_alive(writer):
+        return None
+    return f"unfinished: its writer (pid {writer.get('pid')}) is gone (killed or crashed)"
+
+
+def leftovers(site, root=None, min_age=60):
+    """Runs left half-assembled (``.incoming-*``) by a failed or killed writer, as
+    (path, why). Never runs: readers ignore them; they are kept for inspection."""
+    site_dir = Path(root or paths.results_dir()) / check_name("site", site)
+    if not site_dir.is_dir():
+        return []
+    found = []
+    for path in sorted(site_dir.glob(INCOMING + "*")):
+        why = _leftover_reason(path, min_age)
+        if why:
+            found.append((path, why))
+    return found
 
 
 def _fsync_dir(path):
@@ -168,6 +265,8 @@ def run_dirs(site, root=None):
 def load_runs(site, root=None, warn=None):
     """Every readable run of a site; unreadable ones are reported and skipped."""
     warn = warn or (lambda msg: print(f"warning: {msg}; skipped", file=sys.stderr))
+    for path, why in leftovers(site, root):
+        warn(f"{path} is not a run ({why}); remove it once inspected")
     runs = []
     for path in run_dirs(site, root):
         try:

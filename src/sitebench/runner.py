@@ -7,18 +7,21 @@ output into a new run under ``results/<site>/``.
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
-from sitebench import environment, local_site, paths, provenance, references, site_settings
+from sitebench import environment, local_site, paths, provenance, qemu_site, site_settings
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
 from sitebench.names import check_name
 from sitebench.results import Incoming, copy_failed_stages, copy_into
 from sitebench.rfm.scales import SCALES
+from sitebench.validate import validate_site
 
 
 def known_sites():
@@ -48,10 +51,9 @@ def site_topology(site):
 def prepare(site):
     """Spack set up, site detected (local), environment concretized once."""
     check_site(site)
-    settings = site_settings.load(site)
-    refs = paths.site_config_dir(site) / "references.yaml"
-    if refs.is_file() or settings["environment"] == site:
-        references.validate(refs)
+    # Every file of the site, all problems at once (names, keys, fixes): sitebench/validate.py.
+    settings = validate_site(site)
+    qemu_site.check_runs_here(site, settings)  # an emulated site runs inside its root
     spack = spack_mod.setup()
     version = spack.version()
     builtin = spack_mod.builtin_repo()
@@ -107,8 +109,64 @@ def _test_cases(report_path):
     return sum(len(r.get("testcases", [])) for r in report.get("runs", []))
 
 
+#: Signals passed on to ReFrame, which stops its tests and still writes its report on each.
+FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_reframe(cmd, env):
+    """Run ReFrame; return (its exit code, the signal that interrupted the run or None).
+
+    ReFrame runs in its own session, so a Ctrl-C reaches it once, passed on by sitebench
+    (twice, it would be cut short while writing its report), and sitebench waits for it to
+    stop: the partial run is then stored like any other, marked partial.
+    """
+    received, proc = [], None
+
+    def forward(signum, _frame):
+        received.append(signal.Signals(signum).name)
+        if proc is not None and proc.poll() is None:
+            proc.send_signal(signum)
+
+    try:
+        previous = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    except ValueError:  # not the main thread: no handlers, signals act as they would
+        previous = {}
+    try:
+        proc = subprocess.Popen(
+            cmd, env=env, cwd=paths.ROOT, stdin=subprocess.DEVNULL, start_new_session=True
+        )
+        if received:  # a signal before ReFrame started
+            proc.send_signal(signal.Signals[received[0]])
+        code = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return code, (received[0] if received else None)
+
+
+def store(incoming, work, report, write_provenance):
+    """ReFrame's output and the provenance into the run, then the run committed.
+
+    A write that fails (a full disk) leaves no visible run: the assembly stays hidden and
+    marked, and the error says what to free; ReFrame's own output stays in ``work``.
+    """
+    try:
+        copy_into(work / "perflogs", incoming.path / "perflogs")
+        copy_into(work / "output", incoming.path / "output")
+        # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
+        copy_failed_stages(report, incoming.path / "failed-stage")
+        write_provenance(incoming.path / "provenance")
+        return incoming.commit()
+    except OSError as err:
+        raise incoming.failed(err, kept=work) from err
+
+
 def run(site="local", scale="quick", reframe_args=()):
-    """Run the suite on ``site`` at ``scale``; return (run directory, ReFrame exit code)."""
+    """Run the suite on ``site`` at ``scale``; return (run directory, ReFrame exit code).
+
+    An interrupted run (Ctrl-C, SIGTERM, SIGHUP) is stored with what completed, marked
+    ``"partial": true`` in its provenance; the code is then 128 + the signal's number.
+    """
     if scale not in SCALES:
         raise SitebenchError(f"unknown scale {scale!r}", f"use one of: {', '.join(SCALES)}")
     spack, version, builtin, env_dir = prepare(site)
@@ -124,12 +182,12 @@ def run(site="local", scale="quick", reframe_args=()):
         env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     print(f"==> {' '.join(cmd)}", file=sys.stderr)
-    try:
-        proc = subprocess.run(cmd, env=env, cwd=paths.ROOT)
-        code = proc.returncode
-    except KeyboardInterrupt:
-        code = 130
+    code, interrupted = run_reframe(cmd, env)
     finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    if interrupted and not report.is_file():
+        # Stopped before ReFrame wrote anything: kept all the same, with an empty report.
+        note = f"sitebench: ReFrame was interrupted ({interrupted}) before it wrote its report"
+        report.write_text(json.dumps({"session_info": {"note": note}, "runs": []}) + "\n")
     if not report.is_file():
         incoming.abandon(f"ReFrame exited with {code} and wrote no report")
         raise SitebenchError(
@@ -137,18 +195,14 @@ def run(site="local", scale="quick", reframe_args=()):
             f"(its output is kept in {work})",
             "read ReFrame's message above",
         )
-    if code == 0 and not _test_cases(report):
+    if code == 0 and not interrupted and not _test_cases(report):
         # ReFrame skips checks it cannot load (e.g. a bad reference) and still exits 0.
         print(
             "sitebench: error: ReFrame ran no test case; see its warnings above", file=sys.stderr
         )
         code = 1
-    copy_into(work / "perflogs", incoming.path / "perflogs")
-    copy_into(work / "output", incoming.path / "output")
-    # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
-    copy_failed_stages(report, incoming.path / "failed-stage")
-    provenance.collect(
-        incoming.path / "provenance",
+    write_provenance = partial(
+        provenance.collect,
         site=site,
         spack=spack,
         spack_version=version,
@@ -160,7 +214,14 @@ def run(site="local", scale="quick", reframe_args=()):
         finished=finished,
         reframe_exit=code,
         scheduler=cluster,
+        extra={"partial": True, "interrupted": interrupted} if interrupted else None,
     )
-    final = incoming.commit()
+    final = store(incoming, work, report, write_provenance)
     shutil.rmtree(work, ignore_errors=True)  # stage dirs; everything kept is in the run
+    if interrupted:
+        print(
+            f"sitebench: interrupted ({interrupted}); the partial run is stored in {final}",
+            file=sys.stderr,
+        )
+        return Path(final), 128 + signal.Signals[interrupted].value
     return Path(final), code

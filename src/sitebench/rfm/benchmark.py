@@ -79,8 +79,13 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
 
     @run_after("init")
     def select_by_scale(self):
-        # Hardware by features, never by system name.
-        self.valid_systems = [f"+spack +scale_{self.scale}"]
+        # Hardware by features, never by system name. A partition with the feature
+        # `checks_listed` runs only the checks it names: `check_<name>` (e.g. check_hpl) or
+        # `check_<name>_<benchmark>` (e.g. check_npb_ep), see selection_features().
+        base = f"+spack +scale_{self.scale}"
+        self.valid_systems = [f"{base} -checks_listed"] + [
+            f"{base} +{feature}" for feature in self.selection_features()
+        ]
         self.tags |= {self.scale, "sitebench"}
         self.reference = {"$ref": site_references()}
 
@@ -155,6 +160,18 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
                 f"no energy figures from extras['power'] source {self._power.source!r} of "
                 f"partition {self.current_partition.fullname}: {self._power_error}"
             )
+
+    def selection_features(self):
+        """The partition features that select this check where a partition lists its checks:
+        ``check_<name>`` (class name without ``Check``, lower case: hpl, stream, npb,
+        osulatency, ...) and, for a check with a ``benchmark`` parameter, also
+        ``check_<name>_<benchmark>`` (check_npb_ep, check_parsec_blackscholes)."""
+        name = type(self).__name__.removesuffix("Check").lower()
+        features = [f"check_{name}"]
+        benchmark = getattr(self, "benchmark", None)
+        if isinstance(benchmark, str) and benchmark:
+            features.append(f"check_{name}_{benchmark}")
+        return features
 
     def processor_cores(self):
         proc = self.current_partition.processor

@@ -2,6 +2,9 @@
 #
 # SPDX-License-Identifier: (Apache-2.0 OR MIT)
 
+import glob
+import os
+
 from spack_repo.builtin.packages.npb.package import Npb as BuiltinNpb
 
 from spack.package import maintainers, variant
@@ -23,6 +26,12 @@ class Npb(BuiltinNpb):
     with ``implementation=mpi``, the MPI compiler wrappers, ``-O3`` and,
     with gfortran 10 or newer, ``-fallow-argument-mismatch``. Binaries are
     ``bin/<name>.<CLASS>.x``; NPB 3.4 takes the process count at run time.
+
+    One fix: NPB's ``sys/print_header`` and ``sys/print_instructions`` are shell
+    scripts without ``#!``, which make runs only because exec fails with ENOEXEC and
+    GNU make retries with /bin/sh. Under QEMU user emulation (the aarch64 site
+    arm64-neoverse-n1) posix_spawn does not report that failure and the build stops
+    with "Error 127"; a ``#!/bin/sh`` line makes them scripts everywhere.
     """
 
     maintainers("sitebench")
@@ -41,3 +50,11 @@ class Npb(BuiltinNpb):
         multi=True,
         description="Problem classes to build (the builtin default adds D, E and F)",
     )
+
+    def patch(self):
+        for path in glob.glob(os.path.join(self.stage.source_path, "*", "sys", "print_*")):
+            with open(path) as script:
+                text = script.read()
+            if not text.startswith("#!"):
+                with open(path, "w") as script:
+                    script.write("#!/bin/sh\n" + text)

@@ -1,0 +1,266 @@
+"""``./sitebench onboard NAME``: a site from the recorded detection of tests/fixtures/onboarding/.
+
+Everything but the last test writes into a temporary sites root ($SITEBENCH_SITES_ROOT);
+the last (slow, Spack) onboards this machine for real and runs STREAM on the new site.
+"""
+
+import json
+import os
+import shutil
+import uuid
+
+import pytest
+import yaml
+from conftest import FIXTURES, ROOT, sitebench
+from test_validate import cli
+
+from sitebench import onboard, paths, validate
+from sitebench.errors import SitebenchError
+
+RECORDED = FIXTURES / "onboarding"
+
+
+@pytest.fixture
+def sites_root(tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    (root / "site-configs" / "local").mkdir(parents=True)
+    (root / "environments" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
+    shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(root))
+    monkeypatch.delenv("SITEBENCH_MIRROR", raising=False)
+    return root
+
+
+def vm():
+    return onboard.Detection.load(RECORDED / "vm")
+
+
+def cluster():
+    detection = vm()  # the hand-written scheduler outputs of a bigger cluster
+    detection.sinfo = (RECORDED / "two-partitions" / "sinfo.txt").read_text()
+    detection.scontrol = (RECORDED / "two-partitions" / "scontrol.txt").read_text()
+    return detection
+
+
+def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    report = onboard.onboard("vm-site", mirror=str(mirror), detection=vm())
+    site, env = sites_root / "site-configs" / "vm-site", sites_root / "environments" / "vm-site"
+    assert sorted(str(p.relative_to(site)) for p in site.rglob("*") if p.is_file()) == [
+        "README.md",
+        "references.yaml",
+        "reframe.py",
+        "spack/mirrors.yaml",
+        "spack/packages.yaml",
+        "topology.json",
+    ]
+    assert [p.name for p in env.iterdir()] == ["spack.yaml"]
+    assert not [p for p in site.parent.iterdir() if p.name.startswith(".")]
+
+    packages = yaml.safe_load((site / "spack/packages.yaml").read_text())["packages"]
+    assert packages["openmpi"]["externals"][0]["spec"].startswith("openmpi@4.1.4")
+    assert packages["mpi"]["require"] == ["openmpi"]
+    assert packages["all"]["providers"]["blas"] == ["openblas"]
+    assert packages["gcc"]["externals"][0]["extra_attributes"]["compilers"]["c"] == "/usr/bin/gcc"
+    assert packages["mariadb"]["externals"][0]["spec"] == "mariadb@10.11.19"
+    assert packages["stream"] == {"require": ["stream_array_size=17000000"]}  # 4 x 32 MiB L3
+    assert "python" not in packages
+    mirrors = yaml.safe_load((site / "spack/mirrors.yaml").read_text())["mirrors"]
+    assert mirrors["sitebench-vm-site"]["url"] == f"file://{mirror}"
+    assert json.loads((site / "topology.json").read_text())["num_cpus"] == 2
+    assert yaml.safe_load((site / "references.yaml").read_text()) == {}
+    assert "./sitebench references vm-site --write" in (site / "references.yaml").read_text()
+    readme = (site / "README.md").read_text()
+    assert "# Site `vm-site`" in readme and "topology.json" in readme and "$" not in readme
+
+    env_yaml = yaml.safe_load((env / "spack.yaml").read_text())["spack"]
+    local = yaml.safe_load((ROOT / "environments/local/spack.yaml").read_text())["spack"]
+    assert env_yaml["include"] == ["../../site-configs/vm-site/spack"]
+    assert env_yaml["specs"] == local["specs"]
+    assert env_yaml["concretizer"] == local["concretizer"] and env_yaml["view"] is False
+
+    text = report.render()
+    for line in (
+        "compilers: gcc@12.2.0",
+        "MPI: openmpi@4.1.4",
+        "BLAS: openblas@0.3.21 (reference BLAS: netlib-lapack@3.11.0)",
+        "MariaDB: mariadb@10.11.19",
+        "CPU: x86_64_v4 AMD EPYC, 2 CPUs",
+        "memory: 23.5 GiB",
+        "partition default: scheduler local, launcher mpirun",
+        "references.yaml is empty",
+        "next: ./sitebench run --site vm-site",
+    ):
+        assert line in text, text
+    assert "no BLAS" not in text and "no source mirror" not in text
+    # The new site passes validation, ReFrame's load of its reframe.py included.
+    settings = validate.validate_site("vm-site")
+    assert settings == {"environment": "vm-site", "slurm_cluster": False}
+
+
+def test_the_reframe_config_is_data_and_loads(sites_root):
+    onboard.onboard("vm-site", detection=vm())
+    import importlib.util
+
+    path = sites_root / "site-configs/vm-site/reframe.py"
+    spec = importlib.util.spec_from_file_location("onboarded", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    (part,) = module.site_configuration["systems"][0]["partitions"]
+    assert module.site_configuration["systems"][0]["name"] == "vm-site"
+    assert part["scheduler"] == "local" and part["launcher"] == "mpirun"
+    assert {"spack", "mpi", "scale_quick"} <= set(part["features"])
+    assert part["processor"]["arch"] == "x86_64_v4"
+    assert part["extras"]["memory_bytes"] == 24684084 * 1024
+    assert part["extras"]["spack_environment"] == str(sites_root / "environments/vm-site")
+    assert module.site_configuration["logging"][0]["handlers_perflog"][0]["type"] == "filelog"
+
+
+def test_slurm_partitions_from_the_recorded_sinfo(sites_root):
+    detection = vm()
+    report = onboard.onboard("vm-slurm", slurm=True, detection=detection)
+    parts = onboard.partitions(detection, slurm=True)
+    (part,) = parts
+    assert part["name"] == "local" and part["scheduler"] == "slurm" and part["launcher"] == "srun"
+    assert part["access"] == ["--partition=local"] and part["max_jobs"] == 1
+    assert part["processor"] == "topology.json"  # the node is this machine's shape
+    assert part["extras"] == {"memory_bytes": 24105 * 2**20, "nodes": 1}
+    assert "slurm" in part["features"]
+    assert "partition local: scheduler slurm, launcher srun, 1 nodes" in report.render()
+    assert "SLURM_MPI_TYPE=pmix" in report.render()
+    validate.validate_site("vm-slurm")
+
+
+def test_several_partitions_node_shapes_and_states(sites_root):
+    detection = cluster()
+    cpu, debug = onboard.partitions(detection, slurm=True)
+    assert cpu["processor"] == {
+        "arch": "x86_64_v4",
+        "vendor": "generic",
+        "model": "AMD EPYC",
+        "platform": "x86_64",
+        "num_cpus": 96,
+        "num_cpus_per_core": 1,
+        "num_sockets": 2,
+        "num_cpus_per_socket": 48,
+    }
+    assert cpu["extras"] == {"memory_bytes": 192000 * 2**20, "nodes": 64}
+    assert debug["processor"] == "topology.json"
+    text = onboard.onboard("big", slurm=True, detection=detection).render()
+    assert "partition cpu has 2 node shapes: the smallest (96 CPUs)" in text
+    assert "partition debug is DRAIN/up" in text
+    assert "check it on a compute node" in text
+
+
+def test_missing_blas_mpi_mariadb_and_mirror_are_listed_for_review(sites_root):
+    detection = vm()
+    for name in ("openblas", "openmpi"):
+        detection.packages.pop(name)
+    detection.extras.pop("mariadb")
+    text = onboard.onboard("bare", detection=detection).render()
+    assert "BLAS: none" in text and "MPI: none" in text and "MariaDB: none" in text
+    assert "no BLAS found: HPL will build OpenBLAS" in text
+    assert "no MPI found: Spack will build Open MPI" in text
+    assert "no MariaDB found" in text and "no source mirror" in text
+    packages = yaml.safe_load((sites_root / "site-configs/bare/spack/packages.yaml").read_text())[
+        "packages"
+    ]
+    assert "mpi" not in packages and "blas" not in packages.get("all", {}).get("providers", {})
+
+
+def test_no_compiler_stops_before_writing(sites_root):
+    detection = vm()
+    detection.packages.pop("gcc")
+    with pytest.raises(SitebenchError, match="no C compiler"):
+        onboard.onboard("nocc", detection=detection)
+    assert not (sites_root / "site-configs/nocc").exists()
+
+
+def test_an_existing_site_is_never_overwritten(sites_root):
+    onboard.onboard("twice", detection=vm())
+    before = (sites_root / "site-configs/twice/reframe.py").read_text()
+    with pytest.raises(SitebenchError, match="site-configs/twice already exists") as err:
+        onboard.onboard("twice", detection=vm())
+    assert "choose another name" in err.value.fix
+    assert (sites_root / "site-configs/twice/reframe.py").read_text() == before
+    (sites_root / "environments/only-env").mkdir()
+    with pytest.raises(SitebenchError, match="environments/only-env already exists"):
+        onboard.onboard("only-env", detection=vm())
+    assert not (sites_root / "site-configs/only-env").exists()
+
+
+@pytest.mark.parametrize("name", ["../etc", "a/b", "my site", "bad\x01", "..", ".hidden", ""])
+def test_a_bad_name_is_refused(sites_root, name):
+    with pytest.raises(SitebenchError, match="invalid site name"):
+        onboard.onboard(name, detection=vm())
+    assert sorted(p.name for p in (sites_root / "site-configs").iterdir()) == ["local"]
+
+
+def test_a_failure_midway_leaves_nothing(sites_root, monkeypatch):
+    def broken(*args):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(onboard, "write_readme", broken)  # after the other site files
+    with pytest.raises(OSError, match="disk full"):
+        onboard.onboard("half", detection=vm())
+    assert sorted(p.name for p in (sites_root / "site-configs").iterdir()) == ["local"]
+    assert sorted(p.name for p in (sites_root / "environments").iterdir()) == ["local"]
+    monkeypatch.undo()
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(sites_root))
+    real_rename = os.rename
+
+    def rename(src, dst):  # the environment's rename fails after the site's succeeded
+        if "environments" in str(dst):
+            raise OSError("rename failed")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(onboard.os, "rename", rename)
+    with pytest.raises(OSError, match="rename failed"):
+        onboard.onboard("half", detection=vm())
+    assert sorted(p.name for p in (sites_root / "site-configs").iterdir()) == ["local"]
+    assert sorted(p.name for p in (sites_root / "environments").iterdir()) == ["local"]
+
+
+def test_a_mirror_that_does_not_exist_is_refused(sites_root, tmp_path):
+    with pytest.raises(SitebenchError, match="is not a directory"):
+        onboard.onboard("m", mirror=str(tmp_path / "nowhere"), detection=vm())
+    report = onboard.onboard("m", mirror="https://mirror.example.org/spack", detection=vm())
+    assert "source mirror: https://mirror.example.org/spack" in report.render()
+
+
+def test_recorded_detection_round_trips(tmp_path):
+    detection = vm()
+    detection.save(tmp_path / "again")
+    assert onboard.Detection.load(tmp_path / "again") == detection
+    assert detection.memory_bytes() == 24684084 * 1024
+
+
+def test_cli_onboard_refuses_a_bad_name_without_traceback(sites_root):
+    proc = cli("onboard", "../x", env={"SITEBENCH_SITES_ROOT": str(sites_root)})
+    assert proc.returncode == 2 and "invalid site name" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.spack
+def test_onboard_this_machine_then_run_stream(spack, results_root):
+    """The two commands of the issue, for real: onboard, then run (STREAM only, for time)."""
+    name = f"ci-onboard-{uuid.uuid4().hex[:6]}"
+    created = [
+        paths.ROOT / "site-configs" / name,
+        paths.ROOT / "environments" / name,
+    ]
+    try:
+        made = cli("onboard", name)
+        assert made.returncode == 0, made.stdout + made.stderr
+        assert "compilers: gcc" in made.stdout and f"./sitebench run --site {name}" in made.stdout
+        run = sitebench("run", "--site", name, "--", "-n", "StreamCheck")
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+        (stored,) = (results_root / name).iterdir()
+        assert (stored / "report.json").is_file()
+        assert "Triad" in run.stdout
+    finally:
+        for path in created:
+            shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,195 @@
+"""``./sitebench validate SITE``: malformed site files are rejected naming file, key and fix.
+
+The malformed files and what each message must hold are in tests/fixtures/bad-sites/
+(``cases.yaml``). Each replaces one file of a valid site 'good', onboarded from the recorded
+detection of tests/fixtures/onboarding/vm into a temporary copy of the sites
+(``$SITEBENCH_SITES_ROOT``), so the checkout is never written to.
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+import yaml
+from conftest import FIXTURES, ROOT, sitebench
+
+from sitebench import onboard, paths, validate
+from sitebench.errors import SitebenchError
+
+BAD = FIXTURES / "bad-sites"
+TABLE = yaml.safe_load((BAD / "cases.yaml").read_text())
+CASES = TABLE["cases"]
+NAMES = TABLE["names"]
+
+#: Until cli.py has the command: the same cli.main with it added (test-only shim).
+_SHIM = """
+import argparse, sys
+from sitebench import cli, onboard, validate
+make = cli.parser
+def parser():
+    p = make()
+    sub = next(a for a in p._actions if isinstance(a, argparse._SubParsersAction))
+    for mod in (onboard, validate):
+        mod.add_parser(sub)
+    return p
+cli.parser = parser
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def _wired():
+    from sitebench import cli
+
+    sub = next(a for a in cli.parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return "validate" in sub.choices and "onboard" in sub.choices
+
+
+def cli(*args, env=None):
+    """``./sitebench ARGS`` (through cli.main, with the commands added if not wired yet)."""
+    if _wired():
+        return sitebench(*args, env=env)
+    return subprocess.run(
+        [sys.executable, "-c", _SHIM, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src"), **(env or {})},
+        capture_output=True,
+        text=True,
+    )
+
+
+def make_sites_root(root):
+    """A sites root with the local site's reframe.py and environment, and a valid site 'good'."""
+    (root / "site-configs" / "local").mkdir(parents=True)
+    (root / "environments" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
+    shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    old = os.environ.get("SITEBENCH_SITES_ROOT")
+    os.environ["SITEBENCH_SITES_ROOT"] = str(root)
+    try:
+        detection = onboard.Detection.load(FIXTURES / "onboarding" / "vm")
+        onboard.onboard("good", detection=detection, mirror="file:///mirror")
+    finally:
+        if old is None:
+            del os.environ["SITEBENCH_SITES_ROOT"]
+        else:
+            os.environ["SITEBENCH_SITES_ROOT"] = old
+    return root
+
+
+@pytest.fixture(scope="module")
+def good_root(tmp_path_factory):
+    return make_sites_root(tmp_path_factory.mktemp("sites") / "root")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory, good_root):
+    """Every case through the CLI, in parallel (each loads ReFrame once)."""
+
+    def one(case):
+        root = tmp_path_factory.mktemp("bad") / "root"
+        shutil.copytree(good_root, root, symlinks=True)
+        if "file" in case:
+            target = root / case["target"]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(BAD / case["file"], target)
+        name = case.get("name", "good")
+        return cli("validate", name, env={"SITEBENCH_SITES_ROOT": str(root)})
+
+    cases = CASES + NAMES
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        results = list(pool.map(one, cases))
+    return {_id(c): r for c, r in zip(cases, results)}
+
+
+def _id(case):
+    return case.get("file") or repr(case["name"])
+
+
+def test_there_are_enough_malformed_files():
+    files = [c["file"] for c in CASES]
+    assert len(set(files)) == len(files) >= 24
+    assert set(files) == {p.name for p in BAD.iterdir() if p.name != "cases.yaml"}
+    assert len(CASES) + len(NAMES) >= 30
+
+
+@pytest.mark.parametrize("case", CASES + NAMES, ids=_id)
+def test_malformed_site_is_rejected_naming_file_key_and_fix(case, outcomes):
+    proc = outcomes[_id(case)]
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr + proc.stdout
+    assert proc.stderr.startswith("sitebench: error: ")
+    assert "fix: " in proc.stderr
+    for fragment in case["expect"]:
+        assert fragment in proc.stderr, f"{fragment!r} not in:\n{proc.stderr}"
+
+
+def test_the_onboarded_and_committed_sites_are_valid(good_root):
+    proc = cli("validate", "good", env={"SITEBENCH_SITES_ROOT": str(good_root)})
+    assert proc.returncode == 0, proc.stderr
+    assert "site 'good' is valid" in proc.stdout
+    for site in ("local", "local-slurm"):
+        proc = cli("validate", site)
+        assert proc.returncode == 0, proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+def test_all_problems_of_a_site_are_listed_at_once(good_root, tmp_path, monkeypatch):
+    root = tmp_path / "root"
+    shutil.copytree(good_root, root, symlinks=True)
+    for name, target in (
+        ("refs-lower-gt-upper.yaml", "site-configs/good/references.yaml"),
+        ("env-no-specs.yaml", "environments/good/spack.yaml"),
+        ("site-wrong-type.yaml", "site-configs/good/site.yaml"),
+    ):
+        shutil.copy(BAD / name, root / target)
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(root))
+    with pytest.raises(SitebenchError) as err:
+        validate.validate_site("good", load_reframe=False)
+    text = str(err.value)
+    assert "site 'good': 3 problems" in text
+    for fragment in ("lower tolerance", "spack.specs", "slurm_cluster"):
+        assert fragment in text
+    assert "./sitebench validate good" in err.value.fix
+
+
+def test_references_in_one_file_are_all_reported(tmp_path):
+    from sitebench import references
+
+    path = tmp_path / "references.yaml"
+    path.write_text(
+        "HplCheck:\n  $index: [$processor.arch, scale]\n  zen3:\n"
+        "    quick: {gflops: [80, 0.3, -0.3, G], gflopz: [1, -0.1, null, G]}\n"
+        "Nope: {}\n"
+    )
+    _data, found = references.problems(path, validate.known_checks())
+    keys = [key for key, _problem, _fix in found]
+    assert keys == ["HplCheck.zen3.quick.gflops", "HplCheck.zen3.quick.gflopz", "Nope"]
+
+
+def test_the_figures_come_from_the_checks():
+    checks = validate.known_checks()
+    assert {"StreamCheck", "HplCheck", "NpbCheck", "SysbenchCheck"} <= set(checks)
+    assert {"OsuLatencyCheck", "OsuBandwidthCheck", "ParsecCheck"} <= set(checks)
+    assert checks["StreamCheck"]["figures"] >= {"Copy", "Scale", "Add", "Triad", "energy_j"}
+    assert "gflops_per_watt" in checks["HplCheck"]["figures"]
+    assert "num_threads" in checks["StreamCheck"]["variables"]
+    assert checks["NpbCheck"]["reference_keys"][0] == "$processor.arch"
+    # The committed references use only figures the checks produce.
+    assert not validate.site_problems("local", load_reframe=False)[1]
+
+
+def test_runner_prepare_validates_first(good_root, tmp_path, monkeypatch):
+    from sitebench import runner
+
+    root = tmp_path / "root"
+    shutil.copytree(good_root, root, symlinks=True)
+    shutil.copy(BAD / "refs-unknown-figure.yaml", root / "site-configs/good/references.yaml")
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(root))
+    monkeypatch.setattr(runner.spack_mod, "setup", lambda: pytest.fail("validated after setup"))
+    with pytest.raises(SitebenchError, match="no figure 'Traid'"):
+        runner.prepare("good")
+    assert paths.site_config_dir("good") == root / "site-configs" / "good"
