@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from sitebench import lock_drift, paths
+from sitebench import local_site, lock_drift, paths
 
 LOCK = json.loads((FIXTURES / "lock-drift/stream-hpl.spack.lock").read_text())
 
@@ -58,6 +58,8 @@ def test_roots_added_and_removed_are_named():
 def test_a_fresh_concretization_matches_its_lock_and_an_old_lock_drifts(spack, tmp_path):
     # An environment laid out like the checkout, concretized now: no drift against itself;
     # its lock aged by hand (an older STREAM) drifts, and the drift names it.
+    # The environment includes the local site's detected config (made on a first run).
+    local_site.detect(spack)
     env = tmp_path / "environments" / "tiny"
     env.mkdir(parents=True)
     (env / "spack.yaml").write_text(
