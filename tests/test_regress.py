@@ -14,6 +14,7 @@ from sitebench import results
 
 REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 SECONDS = itertools.count()
+HPL_REFERENCE = 81.606  # the fixture's own HPL figure
 NOISE = (1.0, 1.01, 0.99, 1.004, 0.996, 1.008, 0.993, 1.002)
 
 
@@ -24,6 +25,8 @@ def store_run(factor=1.0, hpl_factor=None, result="pass"):
     for case in report["runs"][0]["testcases"]:
         for name, entry in (case.get("perfvalues") or {}).items():
             entry[0] *= hpl_factor if hpl_factor and name.endswith(":gflops") else factor
+            if name.endswith(":gflops"):
+                entry[1:4] = [HPL_REFERENCE, -0.1, None]  # as references.yaml would hold it
             entry[5:] = [result]
     # Runs of one second sort by their random suffix: give each its own second.
     when = time.time() + next(SECONDS)
@@ -48,6 +51,7 @@ def test_a_slower_hpl_is_flagged_while_inside_its_tolerance(results_root):
     assert drifted(df) == {("HplCheck", "gflops"): "worse"}
     hpl = df[df["check"] == "HplCheck"].iloc[0]
     assert hpl["result"] == "pass" and hpl["z"] < -regress.Z_LIMIT
+    assert hpl["value"] >= HPL_REFERENCE * (1 - 0.1)  # inside the static tolerance indeed
     text = regress.render("local", run, earlier, df)
     assert "WORSE" in text and "HplCheck" in text and "static check: pass" in text
 

@@ -30,7 +30,6 @@ from sitebench.names import check_name
 from sitebench.results import run_dirs
 
 ALPHA = 0.01
-MAD_TO_SIGMA = 1.4826
 EXACT_MAX_N = 25
 KEYS = ["check", "params", "figure"]
 COLUMNS = KEYS + [
@@ -256,18 +255,6 @@ def num(value):
     if value is None or not math.isfinite(value):
         return "-"
     return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
-
-
-def robust_sigma(values):
-    """1.4826 x MAD / median of ``values``; None with fewer than 3 values."""
-    values = [v for v in values if v is not None and math.isfinite(v)]
-    if len(values) < 3:
-        return None
-    series = pd.Series(values)
-    median = series.median()
-    if median == 0:
-        return None
-    return MAD_TO_SIGMA * (series - median).abs().median() / abs(median)
 
 
 def render(table, a_label, b_label, fmt="table"):

@@ -16,12 +16,11 @@ import json
 from sitebench import store
 from sitebench.compare import num
 from sitebench.errors import SitebenchError
-from sitebench.propose import LOWER_IS_BETTER_UNITS
+from sitebench.propose import LOWER_IS_BETTER_UNITS, MAD_TO_SIGMA
 
 Z_LIMIT = 3.5
 MIN_HISTORY = 5
 SIGMA_FLOOR = 0.005
-MAD_TO_SIGMA = 1.4826
 COLUMNS = [
     "check",
     "params",
