@@ -137,18 +137,24 @@ def run_hpl(exe, n, nb, ranks):
     return result.best_gflops
 
 
-def run_hpcc(n, nb, ranks):
-    """hpcc's HPL Gflop/s and its node DGEMM rate (StarDGEMM x ranks)."""
-    hpcc = shutil.which("hpcc")
+def hpcc(n, nb, ranks):
+    """Run Debian's hpcc at HPL order ``n`` (which also sizes its STREAM arrays, N^2/3
+    elements per process); return its summary values (HPL_Tflops, SingleSTREAM_Triad...)."""
     with tempfile.TemporaryDirectory() as work:
         p, q = process_grid(ranks)
         text = hpl_dat(n, nb, p, q).replace("6            device out", "8            device out")
         Path(work, "hpccinf.txt").write_text(text + HPCC_TAIL)
-        mpirun(ranks, hpcc, work)
+        mpirun(ranks, shutil.which("hpcc"), work)
         out = Path(work, "hpccoutf.txt").read_text()
     values = dict(re.findall(r"^(\w+)=(\S+)$", out, re.MULTILINE))
     if values.get("Success") != "1" or "HPL_Tflops" not in values:
         raise SitebenchError("hpcc did not finish successfully", "run hpcc by hand to see why")
+    return values
+
+
+def run_hpcc(n, nb, ranks):
+    """hpcc's HPL Gflop/s and its node DGEMM rate (StarDGEMM x ranks)."""
+    values = hpcc(n, nb, ranks)
     return float(values["HPL_Tflops"]) * 1000, float(values["StarDGEMM_Gflops"]) * ranks
 
 

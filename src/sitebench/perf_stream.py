@@ -20,54 +20,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from sitebench import local_site
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.parsers import stream as stream_parser
-from sitebench.perf import _environment, _prefix, ratio, spread
+from sitebench.perf import _environment, _prefix, hpcc, ratio, spread
 
 GOAL = 0.95
-HPCC_INPUT = """HPCC benchmark input (made by sitebench perf stream)
-Only STREAM is compared; HPL's N sets the STREAM arrays (N^2/3 elements per process).
-hpccoutf.txt output file name (if any)
-8            device out (6=stdout,7=stderr,file)
-1            # of problems sizes (N)
-{n}         Ns
-1            # of NBs
-192          NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
-1            # of process grids (P x Q)
-1            Ps
-1            Qs
-16.0         threshold
-1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
-1            # of recursive stopping criterium
-4            NBMINs (>= 1)
-1            # of panels in recursion
-2            NDIVs
-1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
-1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
-1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
-8            memory alignment in double (> 0)
-##### This line (no. 32) is ignored (it serves as a separator). ######
-0                      		Number of additional problem sizes for PTRANS
-1200 10000 30000        	values of N
-0                       	number of additional blocking sizes for PTRANS
-40 9 8 13 13 20 16 32 64       	values of NB
-"""
 
 
 def array_elements():
@@ -106,32 +67,8 @@ def run_stream(exe, threads):
 
 
 def run_hpcc_single_stream(elements):
-    """hpcc's SingleSTREAM Triad (MB/s) with arrays of ``elements`` (N^2/3, rounded)."""
-    n = math.ceil(math.sqrt(3 * elements))
-    env = {
-        **os.environ,
-        "OMP_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT": "1",
-        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-    }
-    with tempfile.TemporaryDirectory() as work:
-        Path(work, "hpccinf.txt").write_text(HPCC_INPUT.format(n=n))
-        proc = subprocess.run(
-            ["mpirun", "-np", "1", shutil.which("hpcc")],
-            cwd=work,
-            env=env,
-            capture_output=True,
-            text=True,
-        )
-        out = Path(work, "hpccoutf.txt")
-        text = out.read_text() if out.is_file() else ""
-    values = dict(re.findall(r"^(\w+)=(\S+)$", text, re.MULTILINE))
-    if proc.returncode != 0 or values.get("Success") != "1":
-        raise SitebenchError(
-            f"hpcc failed (exit {proc.returncode}): {proc.stderr[-500:]}",
-            "run hpcc by hand to see why",
-        )
+    """hpcc's SingleSTREAM Triad (MB/s) and array size, with arrays of about ``elements``."""
+    values = hpcc(math.ceil(math.sqrt(3 * elements)), 192, 1)
     return float(values["SingleSTREAM_Triad"]) * 1000, int(values["STREAM_VectorSize"])
 
 
