@@ -11,6 +11,8 @@ import pytest
 from conftest import ROOT, sitebench
 from sitebench import paths, runner
 from sitebench.errors import SitebenchError
+from sitebench.perf_harness import launch_seconds
+from sitebench.rfm.benchmark import LAUNCH_FILE
 
 
 #: Every check of the quick suite on this machine.
@@ -122,6 +124,15 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         # 88.1 -30 %); references are tested deterministically in test_references_decide_*.
         for case in measured:
             assert case["result"] == "pass" or case["fail_phase"] == "performance", case
+        # Each job timed its benchmark's launch (perf harness sums them): it succeeded,
+        # and it lies within the job's run phase as ReFrame timed it.
+        for case in measured:
+            (timer,) = run.glob(
+                f"output/*/*/*/{os.path.basename(case['outputdir'])}/{LAUNCH_FILE}"
+            )
+            start, end, status = timer.read_text().split()
+            assert status == "0" and 0 < float(end) - float(start) <= case["time_run"], case
+        assert launch_seconds(run)[1] == len(measured)
         hpl = next(c for c in measured if c["name"].startswith("HplCheck"))
         assert hpl["concrete_spec"].startswith("hpl@2.3") and "/" in hpl["concrete_spec"]
         assert (run / "perflogs/local/default/HplCheck.log").is_file()

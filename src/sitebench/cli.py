@@ -161,6 +161,11 @@ def cmd_mirror(args):
 def cmd_perf(args):
     from sitebench import perf
 
+    if args.rounds is None:
+        args.rounds = 1 if args.benchmark == "first-result" else 3
+    if args.rounds < 1:
+        raise SitebenchError(f"--rounds {args.rounds}: nothing would be measured", "use 1 or more")
+
     if args.benchmark == "store":
         from sitebench import store_bench
 
@@ -174,6 +179,20 @@ def cmd_perf(args):
 
         result = perf_stream.stream(rounds=args.rounds)
         print(perf_stream.render(result))
+        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
+        return 0
+    if args.benchmark == "harness":
+        from sitebench import perf_harness
+
+        result = perf_harness.harness(rounds=args.rounds)
+        print(perf_harness.render(result))
+        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
+        return 0
+    if args.benchmark == "first-result":
+        from sitebench import perf_harness
+
+        result = perf_harness.first_result(rounds=args.rounds)
+        print(perf_harness.render_first_result(result))
         print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
         return 0
     result = perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds)
@@ -355,14 +374,18 @@ def parser():
     prf = sub.add_parser("perf", help="performance benchmark: ratios measured side by side")
     prf.add_argument(
         "benchmark",
-        choices=("hpl", "stream", "store"),
+        choices=("hpl", "stream", "store", "harness", "first-result"),
         help="hpl: our HPL against hpcc, Spack's builtin and DGEMM; stream: our STREAM "
         "against Spack's builtin and hpcc's SingleSTREAM; store: the results store on 10 "
-        "million synthetic figures",
+        "million synthetic figures; harness: the quick suite's wall time against its "
+        "benchmarks' own, a no-change install against the first; first-result: a fresh "
+        "clone to its first figure (one round unless --rounds)",
     )
     prf.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
     prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
-    prf.add_argument("--rounds", type=int, default=3, help="repetitions (default 3)")
+    prf.add_argument(
+        "--rounds", type=int, default=None, help="repetitions (default 3; first-result: 1)"
+    )
     prf.set_defaults(func=cmd_perf)
 
     clu = sub.add_parser("cluster", help="start, inspect or stop a private Slurm cluster here")

@@ -69,8 +69,9 @@ def _environment(spack, name, specs, with_our_repo):
         our_repo=with_our_repo,
         concretizer={"unify": False},
     )
-    spack.run("-e", env_dir, "concretize", "--fresh", "--force")
-    spack.run("-e", env_dir, "install")
+    # Captured: Spack's error, if any, is in the exception; the output is the figures.
+    spack.run("-e", env_dir, "concretize", "--fresh", "--force", capture=True)
+    spack.run("-e", env_dir, "install", capture=True)
     return env_dir
 
 

@@ -16,6 +16,21 @@ from sitebench.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_
 from sitebench.rfm.scales import SCALES
 
 
+#: Where the job writes "<start> <end> <exit status>" of the launched benchmark (epoch s).
+LAUNCH_FILE = "sitebench-launch.txt"
+
+#: (prerun, postrun) commands timing the launch; the exit status passes through, for the
+#: checks' own postrun commands (parsec reads $?) and for the job's exit code.
+LAUNCH_TIMER = (
+    ["sitebench_launch_start=$(date +%s.%N)"],
+    [
+        "sitebench_launch_status=$?",
+        'echo "$sitebench_launch_start $(date +%s.%N) $sitebench_launch_status" > ' + LAUNCH_FILE,
+        "(exit $sitebench_launch_status)",
+    ],
+)
+
+
 class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     """Common parts of the checks.
 
@@ -114,9 +129,16 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             )
 
     @run_before("run", always_last=True)
+    def wrap_the_launch(self):
+        # Innermost, right around the launch: the benchmark's own wall time, which
+        # `sitebench perf harness` sets against the whole run's (the harness overhead).
+        self.prerun_cmds = self.prerun_cmds + LAUNCH_TIMER[0]
+        self.postrun_cmds = LAUNCH_TIMER[1] + self.postrun_cmds
+        self.keep_files = self.keep_files + [LAUNCH_FILE]
+        if self._power:
+            self.sample_power()
+
     def sample_power(self):
-        if not self._power:
-            return
         # Last before the benchmark and first after it, around the checks' own commands.
         prerun, postrun = sampler_commands(self._power, self.stagedir)
         per_node = self.num_tasks_per_node

@@ -1,0 +1,276 @@
+"""``./sitebench perf harness``: what sitebench itself costs, measured round by round.
+
+* **Suite overhead**: the wall time of ``./sitebench run`` (the quick suite on the local
+  site, exactly as a user types it) over the sum of its benchmarks' own wall times, each
+  timed by its job right around the launch (``rfm/benchmark.py``, ``LAUNCH_FILE``).
+  Goal <= 1.10. The rest is broken down: sitebench before and after ReFrame, ReFrame's
+  build fixtures (one no-change ``spack install`` per root), the checks' jobs outside
+  the launch (environment, servers, inputs) and ReFrame itself (loading, polling).
+* **No-change install**: ``spack -e <env> install`` of the local site's environment
+  when everything is installed, over its first install into an empty install tree
+  with a warm source mirror. Goal <= 0.05.
+
+The runs go to a temporary results store, so a perf round never enters a site's
+history; everything measured is kept in ``perf/results/harness-<UTC time>.json``.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from sitebench import local_site, paths
+from sitebench import spack as spack_mod
+from sitebench.errors import SitebenchError
+from sitebench.perf import ratio, spread
+from sitebench.rfm.benchmark import LAUNCH_FILE
+
+SUITE_GOAL = 1.10
+INSTALL_GOAL = 0.05
+
+
+def launch_seconds(run_dir):
+    """Seconds the benchmarks of a stored run spent launched, summed over its checks."""
+    total, count = 0.0, 0
+    for path in sorted(Path(run_dir).glob(f"**/{LAUNCH_FILE}")):
+        fields = path.read_text().split()
+        if len(fields) != 3:
+            raise SitebenchError(f"{path}: expected '<start> <end> <status>', got {fields}")
+        total += float(fields[1]) - float(fields[0])
+        count += 1
+    return total, count
+
+
+def reframe_phases(report_path):
+    """ReFrame's session wall time, and the time its build fixtures and checks took."""
+    report = json.loads(Path(report_path).read_text())
+    cases = [case for run in report["runs"] for case in run["testcases"]]
+    ran = [c for c in cases if c["result"] != "skip"]
+    builds = sum(c["time_total"] for c in ran if c["name"].split()[0].endswith("Build"))
+    checks = sum(c["time_total"] for c in ran if not c["name"].split()[0].endswith("Build"))
+    return report["session_info"]["time_elapsed"], builds, checks
+
+
+def suite_round(scratch):
+    """One ``./sitebench run`` into a scratch results store; its times (s)."""
+    results = Path(tempfile.mkdtemp(prefix="results-", dir=scratch))
+    env = {
+        **os.environ,
+        "SITEBENCH_RESULTS_DIR": str(results),
+        "SITEBENCH_STORE_DIR": str(results / ".store"),
+    }
+    start = time.monotonic()
+    proc = subprocess.run(
+        [str(paths.ROOT / "sitebench"), "run"], env=env, capture_output=True, text=True
+    )
+    wall = time.monotonic() - start
+    runs = sorted(p for p in (results / "local").glob("*") if p.is_dir())
+    if proc.returncode != 0 or len(runs) != 1:
+        raise SitebenchError(
+            f"./sitebench run exited {proc.returncode} with {len(runs)} stored runs:\n"
+            f"{proc.stderr[-2000:]}",
+            "make `./sitebench run` pass first; perf measures a working suite",
+        )
+    launched, count = launch_seconds(runs[0])
+    reframe, builds, checks = reframe_phases(runs[0] / "report.json")
+    shutil.rmtree(results)
+    return {
+        "wall": wall,
+        "benchmarks": launched,
+        "launches": count,
+        "sitebench outside ReFrame": wall - reframe,
+        "build fixtures (no-change spack install)": builds,
+        "checks' jobs outside the launch": checks - launched,
+        "ReFrame otherwise (loading, polling, skips)": reframe - builds - checks,
+    }
+
+
+def scratch_environment(scratch):
+    """A copy of the local site's environment and lock, its relative paths made absolute."""
+    source = paths.environment_dir(local_site.SITE)
+    if not (source / "spack.lock").is_file():
+        raise SitebenchError(
+            f"{source / 'spack.lock'} does not exist",
+            "run `./sitebench run` once first (it concretizes the environment)",
+        )
+    data = yaml.safe_load((source / "spack.yaml").read_text())
+    spec = data["spack"]
+    spec["include"] = [str((source / p).resolve()) for p in spec.get("include", [])]
+    spec["repos"] = {k: str((source / v).resolve()) for k, v in spec.get("repos", {}).items()}
+    env_dir = Path(tempfile.mkdtemp(prefix="env-", dir=scratch))
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copy(source / "spack.lock", env_dir / "spack.lock")
+    return env_dir
+
+
+def install_round(spack, scratch):
+    """The local environment installed into an empty tree, then again with no change."""
+    env_dir = scratch_environment(scratch)
+    tree = env_dir / "store"
+    args = ("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install")
+    times = []
+    for _ in ("first", "no change"):
+        start = time.monotonic()
+        spack.run(*args, capture=True)
+        times.append(time.monotonic() - start)
+    shutil.rmtree(env_dir)
+    return {"first": times[0], "no change": times[1]}
+
+
+def harness(rounds=3):
+    spack = spack_mod.setup()
+    local_site.detect(spack)
+    scratch = Path(tempfile.mkdtemp(prefix="perf-harness-", dir=paths.state_dir()))
+    suite, install = [], []
+    try:
+        for round_ in range(1, rounds + 1):
+            suite.append(suite_round(scratch))
+            s = suite[-1]
+            print(
+                f"round {round_}: suite {s['wall']:.1f} s, benchmarks {s['benchmarks']:.1f} s "
+                f"({s['launches']} launches)",
+                file=sys.stderr,
+            )
+            install.append(install_round(spack, scratch))
+            i = install[-1]
+            print(
+                f"round {round_}: install first {i['first']:.1f} s, "
+                f"no change {i['no change']:.2f} s",
+                file=sys.stderr,
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    topology = json.loads(local_site.topology_file().read_text())
+    column = lambda rows, key: [row[key] for row in rows]  # noqa: E731
+    return {
+        "benchmark": "harness",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rounds": rounds,
+        "cpu_arch": topology.get("arch"),
+        "launches": suite[0]["launches"],
+        "seconds": {key: spread(column(suite, key)) for key in suite[0] if key != "launches"}
+        | {f"install, {key}": spread(column(install, key)) for key in install[0]},
+        "ratios": {
+            "suite wall / benchmarks' own time": ratio(
+                column(suite, "wall"), column(suite, "benchmarks")
+            ),
+            "no-change install / first install": ratio(
+                column(install, "no change"), column(install, "first")
+            ),
+        },
+        "goals": {
+            "suite wall / benchmarks' own time": f"<= {SUITE_GOAL}",
+            "no-change install / first install": f"<= {INSTALL_GOAL}",
+        },
+    }
+
+
+def render(result):
+    lines = [
+        f"harness ({result['cpu_arch']}), {result['rounds']} rounds, "
+        f"{result['launches']} benchmark launches per suite, median [min-max]"
+    ]
+    for name, s in result["seconds"].items():
+        lines.append(f"  {name:45s} {s['median']:8.2f} s  [{s['min']:.2f}-{s['max']:.2f}]")
+    lines.append("ratios (median [range over rounds])")
+    for name, r in result["ratios"].items():
+        goal = result["goals"][name]
+        lines.append(
+            f"  {name:40s} {r['median']:6.3f}  [{r['min']:.3f}-{r['max']:.3f}]  goal {goal}"
+        )
+    return "\n".join(lines)
+
+
+#: ReFrame's line for the first check (not a build fixture) that passed or failed.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # ReFrame colours its status words
+FIRST_FIGURE = re.compile(r"^\[\s+(OK|FAIL)\s+\] \(\s*\d+/\d+\) \w+(?<!Build) ")
+
+
+def _clean_env():
+    """This process's environment without what points sitebench at another checkout."""
+    drop = ("SITEBENCH_STATE_DIR", "SITEBENCH_RESULTS_DIR", "SITEBENCH_STORE_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop and k != "VIRTUAL_ENV"}
+    env.pop("SITEBENCH_SITES_ROOT", None)
+    return env
+
+
+def first_result_round(scratch):
+    """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run."""
+    clone = Path(scratch) / "clone"
+    marks = {}
+    start = time.monotonic()
+    subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)
+    marks["cloned"] = time.monotonic() - start
+    log = Path(scratch) / "first-run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(clone / "sitebench"), "run"],
+            env=_clean_env(),
+            cwd=clone,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for line in proc.stdout:
+            out.write(line)
+            now = time.monotonic() - start
+            if line.startswith("==> ") and "reframe" in line and "ReFrame started" not in marks:
+                marks["ReFrame started"] = now
+            elif FIRST_FIGURE.search(ANSI.sub("", line)) and "first figure" not in marks:
+                marks["first figure"] = now
+        code = proc.wait()
+    marks["run stored"] = time.monotonic() - start
+    stored = list((clone / "results" / "local").glob("*/report.json"))
+    if code != 0 or len(stored) != 1 or "first figure" not in marks:
+        raise SitebenchError(
+            f"the fresh clone's `./sitebench run` exited {code} with {len(stored)} stored "
+            f"runs; its output is in {log}",
+            "read the log; perf measures a working suite",
+        )
+    return marks
+
+
+def first_result(rounds=1):
+    """Fresh clones, each from ``git clone`` to its first figure and its stored run.
+
+    A round builds the whole suite from the source mirror (about as long as a user's
+    first day), so one round is the default; the clone is of the committed HEAD."""
+    marks = []
+    for round_ in range(1, rounds + 1):
+        scratch = Path(tempfile.mkdtemp(prefix="perf-first-result-"))
+        try:
+            marks.append(first_result_round(scratch))
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+        shown = ", ".join(f"{k} {v:.0f} s" for k, v in marks[-1].items())
+        print(f"round {round_}: {shown}", file=sys.stderr)
+    commit = subprocess.run(
+        ["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "benchmark": "first-result",
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rounds": rounds,
+        "commit": commit,
+        "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
+        "seconds since git clone": {key: spread([m[key] for m in marks]) for key in marks[0]},
+    }
+
+
+def render_first_result(result):
+    lines = [
+        f"fresh clone of {result['commit']} to its first result, mirror {result['mirror']}, "
+        f"{result['rounds']} round(s), median [min-max]"
+    ]
+    for name, s in result["seconds since git clone"].items():
+        lines.append(f"  {name:20s} {s['median']:8.1f} s  [{s['min']:.1f}-{s['max']:.1f}]")
+    return "\n".join(lines)
