@@ -87,23 +87,16 @@ def test_committed_environments_still_concretize_to_their_locks(spack, site):
 
 
 def emulated_elsewhere(site):
-    """Why ``site``'s lock cannot be re-concretized on this machine (None: it can).
-
-    An emulated site (``emulation:`` in its site.yaml) is concretized inside its root: its
-    externals are that root's (aarch64), which Spack on an x86_64 host cannot use."""
-    import platform
-
+    """Why ``site``'s lock cannot be re-concretized on this machine (None: it can)."""
     from sitebench import qemu_site, site_settings
 
-    if not (paths.site_config_dir(site) / "site.yaml").is_file():
-        return None
-    emu = site_settings.problems(site)[0].get("emulation")
-    if not emu or qemu_site.qemu_name(emu["debian_arch"]) == platform.machine():
-        return None
-    return (
-        f"environments/{site} is concretized inside its {emu['debian_arch']} root: "
-        f"./sitebench qemu-shell --site {site} -- {paths.ROOT}/sitebench lock-drift {site}"
-    )
+    why = qemu_site.elsewhere(site, site_settings.problems(site)[0])
+    if why:
+        return (
+            f"{why}: ./sitebench qemu-shell --site {site} -- {paths.ROOT}/sitebench "
+            f"lock-drift {site}"
+        )
+    return None
 
 
 def test_the_committed_environments_are_found():

@@ -4,7 +4,6 @@ import argparse
 import shlex
 import subprocess
 import sys
-import time
 
 from sitebench import paths
 from sitebench.errors import SitebenchError
@@ -115,18 +114,11 @@ def cmd_report(args):
 
 
 def cmd_lock_drift(args):
-    from sitebench import lock_drift
+    from sitebench import lock_drift, qemu_site, site_settings
     from sitebench import spack as spack_mod
 
-    from sitebench import site_settings
-
     sites = args.site or lock_drift.committed_environments()
-    emulated = [
-        s
-        for s in sites
-        if (paths.site_config_dir(s) / "site.yaml").is_file()
-        and site_settings.load(s).get("emulation")
-    ]
+    emulated = [s for s in sites if qemu_site.elsewhere(s, site_settings.load(s))]
     for site in emulated:
         print(
             f"environments/{site}: emulated site, not concretizable on this host; run "
@@ -159,46 +151,17 @@ def cmd_mirror(args):
 
 
 def cmd_perf(args):
-    from sitebench import perf
+    from sitebench import perf_suite
 
     if args.rounds is None:
         args.rounds = 1 if args.benchmark == "first-result" else 3
-    if args.rounds < 1:
-        raise SitebenchError(f"--rounds {args.rounds}: nothing would be measured", "use 1 or more")
-
-    if args.benchmark == "store":
-        from sitebench import store_bench
-
-        result = store_bench.bench(args.rounds)
-        result.update(benchmark="store", when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        print(store_bench.render(result))
-        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
-        return 0
-    if args.benchmark == "stream":
-        from sitebench import perf_stream
-
-        result = perf_stream.stream(rounds=args.rounds)
-        print(perf_stream.render(result))
-        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
-        return 0
-    if args.benchmark == "harness":
-        from sitebench import perf_harness
-
-        result = perf_harness.harness(rounds=args.rounds)
-        print(perf_harness.render(result))
-        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
-        return 0
-    if args.benchmark == "first-result":
-        from sitebench import perf_harness
-
-        result = perf_harness.first_result(rounds=args.rounds)
-        print(perf_harness.render_first_result(result))
-        print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
-        return 0
-    result = perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds)
-    print(perf.render(result))
-    print(f"kept in {perf.save(result).relative_to(paths.ROOT)}")
-    return 0
+    for flag, value in (
+        ("--rounds", args.rounds),
+        ("--first-result-rounds", args.first_result_rounds),
+    ):
+        if value is not None and value < 1:
+            raise SitebenchError(f"{flag} {value}: nothing would be measured", "use 1 or more")
+    return perf_suite.run(args)
 
 
 def cmd_cluster(args):
@@ -374,17 +337,25 @@ def parser():
     prf = sub.add_parser("perf", help="performance benchmark: ratios measured side by side")
     prf.add_argument(
         "benchmark",
-        choices=("hpl", "stream", "store", "harness", "first-result"),
-        help="hpl: our HPL against hpcc, Spack's builtin and DGEMM; stream: our STREAM "
-        "against Spack's builtin and hpcc's SingleSTREAM; store: the results store on 10 "
-        "million synthetic figures; harness: the quick suite's wall time against its "
-        "benchmarks' own, a no-change install against the first; first-result: a fresh "
-        "clone to its first figure (one round unless --rounds)",
+        nargs="?",
+        default="all",
+        choices=("all", "hpl", "stream", "store", "harness", "first-result"),
+        help="all (default): each below in turn, then a table of every ratio; hpl: our HPL "
+        "against hpcc, Spack's builtin and DGEMM; stream: our STREAM against Spack's builtin "
+        "and hpcc's SingleSTREAM; store: the results store on 10 million synthetic figures; "
+        "harness: the quick suite's wall time against its benchmarks' own, a no-change "
+        "install against the first; first-result: a fresh clone to its first figure",
     )
     prf.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
     prf.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
     prf.add_argument(
         "--rounds", type=int, default=None, help="repetitions (default 3; first-result: 1)"
+    )
+    prf.add_argument(
+        "--first-result-rounds",
+        type=int,
+        default=None,
+        help="fresh clones built under `all` (default 1: each builds the whole suite)",
     )
     prf.set_defaults(func=cmd_perf)
 

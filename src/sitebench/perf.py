@@ -52,6 +52,28 @@ HPCC_TAIL = """##### This line (no. 32) is ignored (it serves as a separator). #
 """
 
 
+#: Each measured ratio's goal (issue 9): name -> (">=" or "<=", value). Ratios not listed
+#: (HPL's level speed-ups) are measured and shown without a verdict.
+GOALS = {
+    "ours / builtin hpl": (">=", 1.0),
+    "ours / hpcc HPL": (">=", 1.0),
+    "ours / DGEMM (same BLAS, same cores)": (">=", 0.90),
+    "ours / builtin stream (all cores)": (">=", 0.95),
+    "ours 1 thread / hpcc SingleSTREAM": (">=", 0.95),
+    "suite wall / benchmarks' own time": ("<=", 1.10),
+    "no-change install / first install": ("<=", 0.05),
+}
+
+
+def verdict(name, median):
+    """'meets >= 1.0', 'MISSES >= 1.0' or '' (no goal) for a ratio's median."""
+    if name not in GOALS:
+        return ""
+    op, goal = GOALS[name]
+    met = median >= goal if op == ">=" else median <= goal
+    return f"{'meets' if met else 'MISSES'} {op} {goal}"
+
+
 def perf_dir():
     return paths.ROOT / "perf" / "results"
 
@@ -159,6 +181,14 @@ def run_hpcc(n, nb, ranks):
     return float(values["HPL_Tflops"]) * 1000, float(values["StarDGEMM_Gflops"]) * ranks
 
 
+def in_turn(round_, items):
+    """``items`` in the order of round ``round_`` (from 1): rotated by one each round, so
+    no variant always runs first (after the previous round's largest run) or last."""
+    items = list(items)
+    shift = (round_ - 1) % len(items)
+    return items[shift:] + items[:shift]
+
+
 def spread(values):
     return {
         "median": statistics.median(values),
@@ -190,15 +220,17 @@ def hpl(n=8000, nb=192, rounds=3):
     have_hpcc = shutil.which("hpcc") is not None
     gflops = {name: [] for name in binaries}
     hpcc_hpl, dgemm = [], []
+    names = list(binaries) + (["hpcc"] if have_hpcc else [])
     for round_ in range(1, rounds + 1):
-        for name, exe in binaries.items():
-            gflops[name].append(run_hpl(exe, n, nb, ranks))
+        for name in in_turn(round_, names):
+            if name == "hpcc":
+                h, d = run_hpcc(n, nb, ranks)
+                hpcc_hpl.append(h)
+                dgemm.append(d)
+                print(f"round {round_}: hpcc     {h:8.2f} Gflop/s, DGEMM {d:.2f}", file=sys.stderr)
+                continue
+            gflops[name].append(run_hpl(binaries[name], n, nb, ranks))
             print(f"round {round_}: {name:8s} {gflops[name][-1]:8.2f} Gflop/s", file=sys.stderr)
-        if have_hpcc:
-            h, d = run_hpcc(n, nb, ranks)
-            hpcc_hpl.append(h)
-            dgemm.append(d)
-            print(f"round {round_}: hpcc     {h:8.2f} Gflop/s, DGEMM {d:.2f}", file=sys.stderr)
     ours = gflops["ours"]
     ratios = {"ours / builtin hpl": ratio(ours, gflops["builtin"])}
     if have_hpcc:
@@ -231,10 +263,18 @@ def render(result):
     ]
     for name, s in result["gflops"].items():
         lines.append(f"  {name:12s} {s['median']:9.2f} Gflop/s  [{s['min']:.2f}-{s['max']:.2f}]")
-    lines.append("ratios (median [range over rounds])")
-    for name, r in result["ratios"].items():
-        lines.append(f"  {name:40s} {r['median']:6.3f}  [{r['min']:.3f}-{r['max']:.3f}]")
+    lines += render_ratios(result["ratios"])
     return "\n".join(lines)
+
+
+def render_ratios(ratios):
+    lines = ["ratios (median [range over rounds])"]
+    for name, r in ratios.items():
+        lines.append(
+            f"  {name:40s} {r['median']:6.3f}  [{r['min']:.3f}-{r['max']:.3f}]  "
+            f"{verdict(name, r['median'])}".rstrip()
+        )
+    return lines
 
 
 def save(result):

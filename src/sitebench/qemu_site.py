@@ -95,16 +95,25 @@ def qemu_name(debian_arch):
     )
 
 
-def check_runs_here(site, settings):
-    """Refuse to run an emulated site outside its root (Spack here would concretize its
-    environment for this machine's externals): ``./sitebench run`` calls it."""
+def elsewhere(site, settings):
+    """Why ``site`` cannot run or be concretized on this machine, or None: an emulated
+    site runs inside its root, whose externals (of its architecture) Spack here cannot
+    use. Inside the root, ``platform.machine()`` is the root's and the answer is None."""
     emu = settings.get("emulation")
-    if emu and platform.machine() != qemu_name(emu.get("debian_arch", "arm64")):
-        raise SitebenchError(
-            f"site {site!r} is emulated: it runs inside its {emu.get('debian_arch', 'arm64')} "
-            f"root {emu['root']} under QEMU, not on this {platform.machine()} machine",
-            f"./sitebench qemu-run --site {site}",
-        )
+    arch = (emu or {}).get("debian_arch", "arm64")
+    if not emu or platform.machine() == qemu_name(arch):
+        return None
+    return (
+        f"site {site!r} is emulated: it runs inside its {arch} root {emu['root']} under "
+        f"QEMU, not on this {platform.machine()} machine"
+    )
+
+
+def check_runs_here(site, settings):
+    """Refuse to run an emulated site outside its root: ``./sitebench run`` calls it."""
+    why = elsewhere(site, settings)
+    if why:
+        raise SitebenchError(why, f"./sitebench qemu-run --site {site}")
 
 
 # -- the host --------------------------------------------------------------------------------
