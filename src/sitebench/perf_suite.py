@@ -14,7 +14,7 @@ from sitebench import paths, perf
 
 
 def _hpl(args):
-    return perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds), perf.render
+    return perf.hpl(n=args.n, nb=args.nb, rounds=args.rounds, levels=args.levels), perf.render
 
 
 def _stream(args):
