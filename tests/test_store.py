@@ -140,3 +140,17 @@ def test_a_test_run_on_two_partitions_keeps_both(results_root):
         con.execute("SELECT partition, count(*) FROM figures GROUP BY 1").fetchall()
     )
     assert by_partition == {"default": FIGURES_PER_RUN, "srun": FIGURES_PER_RUN}
+
+
+def test_a_half_written_run_is_reported_kept_and_not_indexed(results_root):
+    store_run()
+    left = Incoming("local")
+    (left.path / "report.json").write_text(json.dumps(REPORT))
+    left.abandon("ReFrame exited with 2 and wrote no report")
+    warnings = []
+    assert store.refresh("local", warn=warnings.append) == 1
+    assert len(warnings) == 1 and left.path.name in warnings[0]
+    assert "ReFrame exited with 2" in warnings[0] and "remove it once inspected" in warnings[0]
+    assert left.path.is_dir()  # nothing is lost: kept for inspection
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == 1

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 
 from sitebench import figures, paths
 from sitebench.progress import progress_bar
-from sitebench.results import BadRun, load_run, run_dirs, site_dirs
+from sitebench.results import BadRun, leftovers, load_run, run_dirs, site_dirs
 
 MAX_SEGMENTS = 8
 _TIME = pa.timestamp("s", tz="UTC")
@@ -121,6 +121,10 @@ def _write_atomic(table, path):
 def refresh(site, results_root=None, store=None, warn=None, progress=None):
     """Bring ``site``'s index up to date with its runs; return the number of new runs."""
     base = Path(store or store_dir(results_root)) / site
+    if warn:
+        # Half-assembled runs of a killed or failed writer: never indexed, never removed.
+        for path, why in leftovers(site, results_root):
+            warn(f"{path} is not a run ({why}); remove it once inspected")
     known_file = base / "runs.json"
     known = set(json.loads(known_file.read_text())) if known_file.is_file() else set()
     on_disk = run_dirs(site, results_root)
