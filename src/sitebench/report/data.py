@@ -77,8 +77,7 @@ def _unpack_runs(runs):
     prov = [json.loads(text) if isinstance(text, str) else {} for text in runs["provenance"]]
     runs = runs.copy()
     runs["provenance"] = prov
-    stored = runs["emulated"] if "emulated" in runs else [False] * len(runs)
-    runs["emulated"] = [bool(e) or bool(p.get("emulated")) for e, p in zip(stored, prov)]
+    runs["emulated"] = runs["emulated"].astype(bool)  # the store's, from the provenance
     runs["date"] = [_when(t) for t in runs["started"]]
     runs["site_label"] = [f"{s} (emulated)" if e else s for s, e in zip(runs.site, runs.emulated)]
     runs["href"] = ["#" + run_anchor(s, r) for s, r in zip(runs.site, runs.run)]
