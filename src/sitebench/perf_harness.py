@@ -152,6 +152,9 @@ def harness(rounds=3):
                 f"({s['launches']} launches; failed: {', '.join(s['failed']) or 'none'})",
                 file=sys.stderr,
             )
+            for key, value in s.items():
+                if key not in ("wall", "benchmarks", "launches", "failed"):
+                    print(f"    {key}: {value:.1f} s", file=sys.stderr)
             install.append(install_round(spack, scratch))
             i = install[-1]
             print(
