@@ -196,7 +196,7 @@ def render(result):
         f"{result['launches']} benchmark launches per suite, median [min-max]"
     ]
     for name, s in result["seconds"].items():
-        lines.append(f"  {name:45s} {s['median']:8.2f} s  [{s['min']:.2f}-{s['max']:.2f}]")
+        lines.append(f"  {name:52s} {s['median']:8.2f} s  [{s['min']:.2f}-{s['max']:.2f}]")
     lines += render_ratios(result["ratios"])
     for round_, failed in enumerate(result.get("failed checks per round", []), 1):
         if failed:

@@ -118,6 +118,12 @@ class Spack:
         return proc
 
     def version(self):
+        # Asked by setup and again by the run's provenance: one Spack start (0.65 s) is enough.
+        if getattr(self, "_version", None) is None:
+            self._version = self._ask_version()
+        return self._version
+
+    def _ask_version(self):
         proc = self.run("--version", capture=True, check=False)
         if proc.returncode != 0:
             raise SitebenchError(
