@@ -77,6 +77,15 @@ def test_verdicts_at_the_goals(name, median, expected):
     assert verdict(name, median) == expected
 
 
+def test_a_miss_within_the_noise_says_so():
+    # perf/results/hpl-20261123T014428Z.json: ours/builtin 0.999 over 0.888-1.102.
+    assert verdict("ours / builtin hpl", 0.999, 0.888, 1.102) == (
+        "MISSES >= 1.0 (its range reaches it)"
+    )
+    assert verdict("ours / builtin hpl", 0.95, 0.90, 0.99) == "MISSES >= 1.0"
+    assert verdict("suite wall / benchmarks' own time", 1.284, 1.269, 1.305) == "MISSES <= 1.1"
+
+
 def test_every_ratio_of_the_kept_results():
     results = [
         json.loads((ROOT / "perf/results" / name).read_text())

@@ -65,13 +65,17 @@ GOALS = {
 }
 
 
-def verdict(name, median):
-    """'meets >= 1.0', 'MISSES >= 1.0' or '' (no goal) for a ratio's median."""
+def verdict(name, median, low=None, high=None):
+    """'meets >= 1.0', 'MISSES >= 1.0' or '' (no goal) for a ratio's median; a miss whose
+    range over the rounds reaches the goal says so (the noise can decide it)."""
     if name not in GOALS:
         return ""
     op, goal = GOALS[name]
     met = median >= goal if op == ">=" else median <= goal
-    return f"{'meets' if met else 'MISSES'} {op} {goal}"
+    if met:
+        return f"meets {op} {goal}"
+    reached = high is not None and (high >= goal if op == ">=" else low <= goal)
+    return f"MISSES {op} {goal}" + (" (its range reaches it)" if reached else "")
 
 
 def perf_dir():
@@ -226,6 +230,10 @@ def hpl(n=8000, nb=192, rounds=3, levels=True):
     gflops = {name: [] for name in binaries}
     hpcc_hpl, dgemm = [], []
     names = list(binaries) + (["hpcc"] if have_hpcc else [])
+    for exe in binaries.values():
+        # Warm-up, not kept: the first run of a new binary measured 86.8 Gflop/s where its
+        # next two gave 99.4 and 98.2 (N=16000).
+        run_hpl(exe, n, nb, ranks)
     for round_ in range(1, rounds + 1):
         for name in in_turn(round_, names):
             if name == "hpcc":
@@ -278,7 +286,7 @@ def render_ratios(ratios):
     for name, r in ratios.items():
         lines.append(
             f"  {name:40s} {r['median']:6.3f}  [{r['min']:.3f}-{r['max']:.3f}]  "
-            f"{verdict(name, r['median'])}".rstrip()
+            f"{verdict(name, r['median'], r['min'], r['max'])}".rstrip()
         )
     return lines
 

@@ -69,7 +69,7 @@ def every_ratio(results):
                     r["median"],
                     r["min"],
                     r["max"],
-                    perf.verdict(ratio_name, r["median"]),
+                    perf.verdict(ratio_name, r["median"], r["min"], r["max"]),
                 )
             )
         if name == "store":
