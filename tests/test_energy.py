@@ -19,6 +19,7 @@ import pytest
 from conftest import FIXTURES, ROOT
 
 from sitebench.energy import EnergyError
+from sitebench.rfm.benchmark import LAUNCH_FILE
 from sitebench.energy.config import IPMI_COMMAND, SYSFS_ROOT, PowerConfig, power_config
 from sitebench.energy.measure import SAMPLER, read_sacct, sacct_command
 from sitebench.energy.readers import (
@@ -454,6 +455,12 @@ def test_the_benchmarks_exit_status_passes_the_sampler(tmp_path, tree):
     output = next(prefix.glob("output/energytest/p/e/TinyEnergyCheck_*"))
     script = (output / "rfm_job.sh").read_text()
     assert script.rstrip().endswith("(exit $sitebench_power_sampler_status)")
+    # The launch timer sits innermost, right around the benchmark, inside the sampler.
+    lines = script.splitlines()
+    start = lines.index("sitebench_launch_start=$(date +%s.%N)")
+    assert lines[start + 2] == "sitebench_launch_status=$?"
+    assert "energy-sampler.sh sample" in "\n".join(lines[:start])
+    assert (output / LAUNCH_FILE).read_text().split()[2] == "3"
 
 
 def test_no_power_setting_changes_nothing(tmp_path):

@@ -132,11 +132,11 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     def wrap_the_launch(self):
         # Innermost, right around the launch: the benchmark's own wall time, which
         # `sitebench perf harness` sets against the whole run's (the harness overhead).
+        if self._power:
+            self.sample_power()
         self.prerun_cmds = self.prerun_cmds + LAUNCH_TIMER[0]
         self.postrun_cmds = LAUNCH_TIMER[1] + self.postrun_cmds
         self.keep_files = self.keep_files + [LAUNCH_FILE]
-        if self._power:
-            self.sample_power()
 
     def sample_power(self):
         # Last before the benchmark and first after it, around the checks' own commands.
