@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, sitebench
-from sitebench import paths, perf_suite
+from sitebench import paths, perf, perf_harness, perf_suite
 from sitebench.errors import SitebenchError
 from sitebench.perf import GOALS, in_turn, verdict
 from sitebench.perf_harness import (
@@ -141,3 +141,18 @@ def test_no_variant_always_runs_first():
     assert [o[0] for o in orders] == ["ours", "builtin", "hpcc", "ours"]
     assert all(sorted(o) == ["builtin", "hpcc", "ours"] for o in orders)
     assert [in_turn(r, {"a": 1, "b": 2}) for r in (1, 2)] == [["a", "b"], ["b", "a"]]
+
+
+def test_the_kept_results_render():
+    def kept(name):
+        return json.loads((ROOT / "perf/results" / name).read_text())
+
+    harness = perf_harness.render(kept("harness-20261123T013109Z.json"))
+    assert "  wall" in harness and "209.01 s  [192.74-226.31]" in harness
+    assert "round 2: failed (stored and timed all the same): NpbCheck" in harness
+    assert "round 3: failed" not in harness  # round 3 failed nothing
+    first = perf_harness.render_first_result(kept("first-result-20261123T010210Z.json"))
+    assert "first figure" in first and "241.1 s  [241.1-241.1]" in first
+    assert "failed" not in first
+    hpl = perf.render(kept("hpl-20261123T023953Z.json"))
+    assert "97.60 Gflop/s  [96.68-98.08]" in hpl and "(its range reaches it)" in hpl

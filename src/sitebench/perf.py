@@ -258,7 +258,7 @@ def hpl(n=8000, nb=192, rounds=3, levels=True):
         figures["DGEMM rate"] = spread(dgemm)
     return {
         "benchmark": "hpl",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": now(),
         "n": n,
         "nb": nb,
         "ranks": ranks,
@@ -275,10 +275,32 @@ def render(result):
         f"HPL N={result['n']} NB={result['nb']} ranks={result['ranks']} "
         f"({result['cpu_arch']}), {result['rounds']} rounds, median [min-max]"
     ]
-    for name, s in result["gflops"].items():
-        lines.append(f"  {name:12s} {s['median']:9.2f} Gflop/s  [{s['min']:.2f}-{s['max']:.2f}]")
+    lines += render_figures(result["gflops"], "Gflop/s")
     lines += render_ratios(result["ratios"])
     return "\n".join(lines)
+
+
+def render_figures(figures, unit, width=20, digits=2):
+    """One line per figure: its median and range over the rounds."""
+    return [
+        f"  {name:{width}s} {s['median']:9.{digits}f} {unit}  "
+        f"[{s['min']:.{digits}f}-{s['max']:.{digits}f}]"
+        for name, s in figures.items()
+    ]
+
+
+def render_failures(per_round, what):
+    """The checks that failed, round by round, where any did."""
+    return [
+        f"  round {n}: failed ({what}): {', '.join(failed)}"
+        for n, failed in enumerate(per_round, 1)
+        if failed
+    ]
+
+
+def now():
+    """A result's time stamp (UTC), which also names its file."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
 def render_ratios(ratios):

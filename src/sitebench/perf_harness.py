@@ -29,7 +29,7 @@ import yaml
 from sitebench import local_site, paths
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
-from sitebench.perf import ratio, render_ratios, spread
+from sitebench.perf import now, ratio, render_failures, render_figures, render_ratios, spread
 from sitebench.rfm.benchmark import LAUNCH_FILE
 
 
@@ -62,6 +62,13 @@ def reframe_phases(report_path):
     return report["session_info"]["time_elapsed"], builds, jobs
 
 
+def failed_cases(report_path):
+    """'<case> (<phase it failed in>)' of each failed case of a ReFrame report."""
+    report = json.loads(Path(report_path).read_text())
+    cases = [case for run in report["runs"] for case in run["testcases"]]
+    return [f"{c['name']} ({c['fail_phase']})" for c in cases if c["result"] == "fail"]
+
+
 def suite_round(scratch):
     """One ``./sitebench run`` into a scratch results store; its times (s)."""
     results = Path(tempfile.mkdtemp(prefix="results-", dir=scratch))
@@ -86,13 +93,7 @@ def suite_round(scratch):
         )
     launched, count = launch_seconds(runs[0])
     reframe, builds, jobs = reframe_phases(runs[0] / "report.json")
-    report = json.loads((runs[0] / "report.json").read_text())
-    failed = [
-        f"{c['name']} ({c['fail_phase']})"
-        for run in report["runs"]
-        for c in run["testcases"]
-        if c["result"] == "fail"
-    ]
+    failed = failed_cases(runs[0] / "report.json")
     shutil.rmtree(results)
     return {
         "wall": wall,
@@ -168,7 +169,7 @@ def harness(rounds=3):
     column = lambda rows, key: [row[key] for row in rows]  # noqa: E731
     return {
         "benchmark": "harness",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": now(),
         "rounds": rounds,
         "cpu_arch": topology.get("arch"),
         "launches": suite[0]["launches"],
@@ -195,14 +196,9 @@ def render(result):
         f"harness ({result['cpu_arch']}), {result['rounds']} rounds, "
         f"{result['launches']} benchmark launches per suite, median [min-max]"
     ]
-    for name, s in result["seconds"].items():
-        lines.append(f"  {name:52s} {s['median']:8.2f} s  [{s['min']:.2f}-{s['max']:.2f}]")
+    lines += render_figures(result["seconds"], "s", width=52)
     lines += render_ratios(result["ratios"])
-    for round_, failed in enumerate(result.get("failed checks per round", []), 1):
-        if failed:
-            lines.append(
-                f"  round {round_}: failed (stored and timed all the same): " + ", ".join(failed)
-            )
+    lines += render_failures(result["failed checks per round"], "stored and timed all the same")
     return "\n".join(lines)
 
 
@@ -239,11 +235,11 @@ def first_result_round(scratch):
         )
         for line in proc.stdout:
             out.write(line)
-            now = time.monotonic() - start
+            elapsed = time.monotonic() - start
             if line.startswith("==> ") and "reframe" in line and "ReFrame started" not in marks:
-                marks["ReFrame started"] = now
+                marks["ReFrame started"] = elapsed
             elif FIRST_FIGURE.search(ANSI.sub("", line)) and "first figure" not in marks:
-                marks["first figure"] = now
+                marks["first figure"] = elapsed
         code = proc.wait()
     marks["run stored"] = time.monotonic() - start
     stored = sorted(set((clone / "results" / "local").glob("*/report.json")) - committed)
@@ -255,11 +251,7 @@ def first_result_round(scratch):
             f"runs; its output is in {log} (the clone is kept beside it)",
             "read the log; perf measures a working suite",
         )
-    report = json.loads(stored[0].read_text())
-    failed = [
-        c["name"] for run in report["runs"] for c in run["testcases"] if c["result"] == "fail"
-    ]
-    return marks, failed
+    return marks, failed_cases(stored[0])
 
 
 def first_result(rounds=1):
@@ -283,7 +275,7 @@ def first_result(rounds=1):
     ).stdout.strip()
     return {
         "benchmark": "first-result",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": now(),
         "rounds": rounds,
         "commit": commit,
         "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
@@ -297,9 +289,6 @@ def render_first_result(result):
         f"fresh clone of {result['commit']} to its first result, mirror {result['mirror']}, "
         f"{result['rounds']} round(s), median [min-max]"
     ]
-    for name, s in result["seconds since git clone"].items():
-        lines.append(f"  {name:20s} {s['median']:8.1f} s  [{s['min']:.1f}-{s['max']:.1f}]")
-    for round_, failed in enumerate(result["failed checks per round"], 1):
-        if failed:
-            lines.append(f"  round {round_}: failed (stored all the same): {', '.join(failed)}")
+    lines += render_figures(result["seconds since git clone"], "s", digits=1)
+    lines += render_failures(result["failed checks per round"], "stored all the same")
     return "\n".join(lines)

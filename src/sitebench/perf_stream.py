@@ -21,13 +21,22 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 
 from sitebench import local_site
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.parsers import stream as stream_parser
-from sitebench.perf import _environment, _prefix, hpcc, in_turn, ratio, render_ratios, spread
+from sitebench.perf import (
+    _environment,
+    _prefix,
+    hpcc,
+    in_turn,
+    now,
+    ratio,
+    render_figures,
+    render_ratios,
+    spread,
+)
 
 
 def array_elements():
@@ -115,7 +124,7 @@ def stream(rounds=3):
         )
     return {
         "benchmark": "stream",
-        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "when": now(),
         "array_elements": elements,
         "hpcc_array_elements": hpcc_elements[0] if hpcc_elements else None,
         "cores": cores,
@@ -133,7 +142,6 @@ def render(result):
         f"(hpcc: {result['hpcc_array_elements'] or '-'}), {result['cores']} cores "
         f"({result['cpu_arch']}), {result['rounds']} rounds, median [min-max]"
     ]
-    for name, s in result["triad_mbs"].items():
-        lines.append(f"  {name:20s} {s['median']:9.0f} MB/s  [{s['min']:.0f}-{s['max']:.0f}]")
+    lines += render_figures(result["triad_mbs"], "MB/s", digits=0)
     lines += render_ratios(result["ratios"])
     return "\n".join(lines)
