@@ -62,6 +62,9 @@ GOALS = {
     "ours 1 thread / hpcc SingleSTREAM": (">=", 0.95),
     "suite wall / benchmarks' own time": ("<=", 1.10),
     "no-change install / first install": ("<=", 0.05),
+    "compare time / 2 s": ("<=", 1.0),
+    "references time / 2 s": ("<=", 1.0),
+    "regressions time / 2 s": ("<=", 1.0),
 }
 
 

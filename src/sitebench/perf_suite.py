@@ -6,9 +6,7 @@ ratios with their range, and keeps its result in ``perf/results/<name>-<UTC time
 its goal, so a reader need not scroll.
 """
 
-import statistics
 import sys
-import time
 
 from sitebench import paths, perf
 
@@ -26,9 +24,7 @@ def _stream(args):
 def _store(args):
     from sitebench import store_bench
 
-    result = store_bench.bench(args.rounds)
-    result.update(benchmark="store", when=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    return result, store_bench.render
+    return store_bench.bench(args.rounds), store_bench.render
 
 
 def _harness(args):
@@ -72,23 +68,6 @@ def every_ratio(results):
                     perf.verdict(ratio_name, r["median"], r["min"], r["max"]),
                 )
             )
-        if name == "store":
-            # Each query's time over its goal (2 s on a 2-core machine): <= 1 meets it.
-            from sitebench.store_bench import GOAL_S
-
-            for query in ("compare", "references", "regressions"):
-                per_round = [t / GOAL_S for t in result[query]["times_s"]]
-                med = statistics.median(per_round)
-                rows.append(
-                    (
-                        name,
-                        f"{query} time / {GOAL_S:g} s",
-                        med,
-                        min(per_round),
-                        max(per_round),
-                        f"{'meets' if med <= 1 else 'MISSES'} <= 1",
-                    )
-                )
     return rows
 
 
