@@ -56,7 +56,7 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
         # Install only this root: no `spack add`, the environment is not modified.
         self.build_system.install_opts = [self.spack_spec]
         self.build_system.emit_load_cmds = False
-        # Prefix and spec in one Spack call: each call costs a Spack start (about 1 s).
+        # Prefix and spec in one Spack call: every call pays for starting Spack again.
         fmt = "{prefix}\t{name}@{version}{variants} arch={architecture} /{hash}"
         self.postbuild_cmds = [
             f"spack -e {env} find --format '{fmt}' {self.spack_spec} > {SPEC_FILE}",
