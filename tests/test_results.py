@@ -117,3 +117,27 @@ def test_failed_stages_keep_their_small_files_only(tmp_path):
     ]
     copy_failed_stages(tmp_path / "no-report.json", tmp_path / "run2")
     assert not (tmp_path / "run2").exists()
+
+
+def test_case_folder_finds_output_or_kept_stage(tmp_path):
+    from sitebench.results import FAILED_STAGE, case_folder
+
+    run = tmp_path / "run"
+    passed = {
+        "result": "pass",
+        "outputdir": "/scratch/rfm/output/local/default/gnu/StreamCheck_1a2b",
+        "stagedir": "/scratch/rfm/stage/local/default/gnu/StreamCheck_1a2b",
+    }
+    failed = {
+        "result": "fail",
+        "outputdir": "/scratch/rfm/output/local/default/gnu/HplCheck_3c4d",
+        "stagedir": "/scratch/rfm/stage/local/default/gnu/HplCheck_3c4d",
+    }
+    (run / "output/local/default/gnu/StreamCheck_1a2b").mkdir(parents=True)
+    (run / FAILED_STAGE / "HplCheck_3c4d").mkdir(parents=True)
+    (run / "output/local/default/gnu/HplCheck_3c4d").mkdir(parents=True)
+    assert case_folder(run, passed) == run / "output/local/default/gnu/StreamCheck_1a2b"
+    # ReFrame leaves a failed case's output folder empty; the run keeps its stage instead.
+    assert case_folder(run, failed) == run / FAILED_STAGE / "HplCheck_3c4d"
+    assert case_folder(run, {"result": "skip", "outputdir": None, "stagedir": None}) is None
+    assert case_folder(tmp_path / "elsewhere", passed) is None

@@ -195,6 +195,9 @@ def copy_into(src, dest):
         shutil.copy2(src, dest)
 
 
+#: The folder of a run that keeps the stages of its failed cases.
+FAILED_STAGE = "failed-stage"
+
 #: Files of a failed case's stage larger than this stay out of the run (data directories,
 #: generated inputs): the logs that explain a failure are small.
 MAX_KEPT_STAGE_FILE = 8 * 1024 * 1024
@@ -220,6 +223,19 @@ def copy_failed_stages(report_path, dest):
                 target = dest / stage.name / path.relative_to(stage)
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(path, target)
+
+
+def case_folder(run_path, case):
+    """Where a stored run keeps a case's files, or None: the kept stage of a failed case
+    (ReFrame leaves its output folder empty), else ReFrame's output folder."""
+    stage = Path(case.get("stagedir") or "").name
+    if case.get("result") == "fail" and stage and Path(run_path, FAILED_STAGE, stage).is_dir():
+        return Path(run_path, FAILED_STAGE, stage)
+    # "outputdir" is absolute at run time; the run keeps it as output/<system>/<part>/<env>/<test>.
+    parts = Path(case.get("outputdir") or "").parts
+    if len(parts) >= 4 and Path(run_path, "output", *parts[-4:]).is_dir():
+        return Path(run_path, "output", *parts[-4:])
+    return None
 
 
 @dataclass

@@ -19,7 +19,7 @@ from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
 from sitebench.names import check_name
-from sitebench.results import Incoming, copy_failed_stages, copy_into
+from sitebench.results import FAILED_STAGE, Incoming, copy_failed_stages, copy_into
 from sitebench.rfm.scales import SCALES
 from sitebench.validate import validate_site
 
@@ -154,7 +154,7 @@ def store(incoming, work, report, write_provenance):
         copy_into(work / "perflogs", incoming.path / "perflogs")
         copy_into(work / "output", incoming.path / "output")
         # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
-        copy_failed_stages(report, incoming.path / "failed-stage")
+        copy_failed_stages(report, incoming.path / FAILED_STAGE)
         write_provenance(incoming.path / "provenance")
         return incoming.commit()
     except OSError as err:

@@ -8,6 +8,8 @@ like a figure row (partition, environ, check, params), so the two join.
 from dataclasses import dataclass
 from pathlib import Path
 
+from sitebench.results import case_folder
+
 
 @dataclass
 class Case:
@@ -20,7 +22,7 @@ class Case:
     threads: int | None
     ranks: int | None
     concrete_spec: str
-    output: Path | None  # the case's folder under the run's output/, if it was stored
+    output: Path | None  # where the run kept the case's files (output/ or failed-stage/)
 
     @property
     def key(self):
@@ -41,15 +43,6 @@ def _threads(case):
         if _int(env.get(name)):
             return _int(env.get(name))
     return _int(case.get("num_cpus_per_task"))
-
-
-def _output(run_path, case):
-    # "outputdir" is absolute at run time; the run keeps it as output/<system>/<part>/<env>/<test>.
-    parts = Path(case.get("outputdir") or "").parts
-    if len(parts) < 4:
-        return None
-    folder = Path(run_path, "output", *parts[-4:])
-    return folder if folder.is_dir() else None
 
 
 def cases_of_run(run):
@@ -78,7 +71,7 @@ def cases_of_run(run):
                 threads=_threads(case),
                 ranks=_int(case.get("num_tasks")),
                 concrete_spec=case.get("concrete_spec") or "",
-                output=_output(run.path, case),
+                output=case_folder(run.path, case),
             )
         )
     return found
