@@ -48,6 +48,17 @@ def test_wrong_spack_version_is_refused(tmp_path):
     assert "fix:" in proc.stderr
 
 
+def test_spack_root_of_a_linked_executable_without_starting_spack(tmp_path):
+    # As bin/spack does: its real path's grandparent. The script here would fail if run.
+    (tmp_path / "spack-1.1.0/lib/spack/spack").mkdir(parents=True)
+    (tmp_path / "spack-1.1.0/bin").mkdir()
+    (tmp_path / "spack-1.1.0/bin/spack").write_text("#!/bin/sh\nexit 3\n")
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin/spack").symlink_to(tmp_path / "spack-1.1.0/bin/spack")
+    found = spack_mod.Spack(tmp_path / "bin/spack")
+    assert found.resolve_root() == str(tmp_path / "spack-1.1.0")
+
+
 @pytest.mark.reliability_input
 def test_spack_root_without_spack(tmp_path):
     proc = sitebench("spack", "--version", env={"SPACK_ROOT": str(tmp_path)})

@@ -14,13 +14,22 @@ import time
 from functools import partial
 from pathlib import Path
 
-from sitebench import environment, local_site, paths, provenance, qemu_site, site_settings
+from sitebench import (
+    environment,
+    installed_roots,
+    local_site,
+    paths,
+    provenance,
+    qemu_site,
+    site_settings,
+)
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
 from sitebench.names import check_name
 from sitebench.results import FAILED_STAGE, Incoming, copy_failed_stages, copy_into
 from sitebench.rfm.scales import SCALES
+from sitebench.rfm.spack_build import INSTALLED_ROOTS
 from sitebench.validate import validate_site
 
 
@@ -178,6 +187,8 @@ def run(site="local", scale="quick", reframe_args=()):
     cmd = reframe_command(site, scale, work, report, reframe_args)
     env = spack.environ()
     env["SITEBENCH_SCALES"] = scale
+    if installed_roots.write(spack, env_dir, work / "installed-roots.txt"):
+        env[INSTALLED_ROOTS] = str(work / "installed-roots.txt")
     if cluster is not None:
         env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
     started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())

@@ -150,6 +150,10 @@ class Spack:
     def resolve_root(self):
         if self.root:
             return str(self.root)
+        # bin/spack takes its root as its own real path's grandparent: no Spack start needed.
+        root = Path(self.executable).resolve().parent.parent
+        if (root / "lib" / "spack" / "spack").is_dir():
+            return str(root)
         proc = self.run("location", "--spack-root", capture=True, check=False)
         return proc.stdout.strip()
 

@@ -8,6 +8,7 @@ all tests and a failed build affects only the checks that need it.
 """
 
 import os
+import shlex
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -15,6 +16,29 @@ from reframe.core.builtins import run_before, sanity_function, variable
 
 #: "<prefix><TAB><name>@<version><variants> arch=<arch> /<hash>" of the installed root.
 SPEC_FILE = "spack-spec.txt"
+
+#: Spack's format of that line.
+SPEC_FORMAT = "{prefix}\t{name}@{version}{variants} arch={architecture} /{hash}"
+
+#: Names a file that ``sitebench run`` writes with one ``spack find`` before ReFrame starts:
+#: "# <environment>", then a SPEC_FORMAT line per installed root of that environment. A
+#: fixture whose root is listed copies its line instead of starting Spack twice to learn
+#: that nothing needs building. Plain ``reframe`` has no such file: every fixture asks Spack.
+INSTALLED_ROOTS = "SITEBENCH_INSTALLED_ROOTS"
+
+
+def listed_install(spack_spec, env, table):
+    """The line of ``spack_spec`` in the table of installed roots of ``env``, or None: when
+    there is no table, it lists another environment, or ``spack_spec`` is not one package
+    name that names exactly one line."""
+    if not table or not os.path.isfile(table) or not spack_spec.replace("-", "").isalnum():
+        return None
+    with open(table) as fp:
+        header, *lines = fp.read().splitlines() or [""]
+    if header != f"# {os.path.realpath(env)}":
+        return None
+    found = [line for line in lines if line.partition("\t")[2].startswith(f"{spack_spec}@")]
+    return found[0] if len(found) == 1 else None
 
 
 def site_environment(partition):
@@ -52,14 +76,22 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     @run_before("compile")
     def install_from_environment(self):
         env = site_environment(self.current_partition)
+        listed = listed_install(self.spack_spec, env, os.environ.get(INSTALLED_ROOTS))
+        if listed:
+            self.build_system = "CustomBuild"
+            note = f"sitebench: {self.spack_spec} is installed (listed before ReFrame started)"
+            self.build_system.commands = [
+                f"echo {shlex.quote(note)}",
+                f"printf '%s\\n' {shlex.quote(listed)} > {SPEC_FILE}",
+            ]
+            return
         self.build_system.environment = env
         # Install only this root: no `spack add`, the environment is not modified.
         self.build_system.install_opts = [self.spack_spec]
         self.build_system.emit_load_cmds = False
         # Prefix and spec in one Spack call: every call pays for starting Spack again.
-        fmt = "{prefix}\t{name}@{version}{variants} arch={architecture} /{hash}"
         self.postbuild_cmds = [
-            f"spack -e {env} find --format '{fmt}' {self.spack_spec} > {SPEC_FILE}",
+            f"spack -e {env} find --format '{SPEC_FORMAT}' {self.spack_spec} > {SPEC_FILE}",
         ]
 
     @sanity_function
