@@ -141,3 +141,38 @@ def test_case_folder_finds_output_or_kept_stage(tmp_path):
     assert case_folder(run, failed) == run / FAILED_STAGE / "HplCheck_3c4d"
     assert case_folder(run, {"result": "skip", "outputdir": None, "stagedir": None}) is None
     assert case_folder(tmp_path / "elsewhere", passed) is None
+
+
+def test_a_fixture_never_cleaned_up_keeps_its_build_log(tmp_path):
+    from sitebench.results import fill_uncleaned_fixtures
+
+    def case(name, result, fixture, outputs):
+        stage = tmp_path / "stage/local/default/gnu" / name
+        stage.mkdir(parents=True)
+        (stage / "rfm_build.out").write_text(f"{name} built\n")
+        output = tmp_path / "output/local/default/gnu" / name
+        output.mkdir(parents=True)
+        for file in outputs:
+            (output / file).write_text("copied by ReFrame\n")
+        return {
+            "name": name,
+            "result": result,
+            "fixture": fixture,
+            "stagedir": str(stage),
+            "outputdir": str(output),
+        }
+
+    cases = [
+        case("StreamBuild_1", "pass", True, []),  # a dependent skipped: no cleanup
+        case("HplBuild_2", "pass", True, ["rfm_build.out"]),  # cleaned up by ReFrame
+        case("NpbBuild_3", "fail", True, []),  # kept in failed-stage/ instead
+        case("StreamCheck_4", "pass", False, []),
+    ]
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
+    fill_uncleaned_fixtures(report)
+    output = tmp_path / "output/local/default/gnu"
+    assert (output / "StreamBuild_1/rfm_build.out").read_text() == "StreamBuild_1 built\n"
+    assert (output / "HplBuild_2/rfm_build.out").read_text() == "copied by ReFrame\n"
+    assert not any((output / "NpbBuild_3").iterdir())
+    assert not any((output / "StreamCheck_4").iterdir())

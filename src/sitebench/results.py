@@ -203,26 +203,48 @@ FAILED_STAGE = "failed-stage"
 MAX_KEPT_STAGE_FILE = 8 * 1024 * 1024
 
 
-def copy_failed_stages(report_path, dest):
-    """Keep the small files of the stages of a run's failed cases (ReFrame keeps those)."""
+def _cases(report_path):
     try:
         report = json.loads(Path(report_path).read_text())
     except (OSError, json.JSONDecodeError):
-        return
-    dest = Path(dest)
-    for attempt in report.get("runs", []):
-        for case in attempt.get("testcases", []):
-            stage = Path(case.get("stagedir") or "")
-            if case.get("result") != "fail" or not stage.is_dir() or stage == Path():
-                continue
-            for path in sorted(stage.rglob("*")):
-                if path.is_symlink() or not path.is_file():
-                    continue
-                if path.stat().st_size > MAX_KEPT_STAGE_FILE:
-                    continue
-                target = dest / stage.name / path.relative_to(stage)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copy2(path, target)
+        return []
+    return [case for attempt in report.get("runs", []) for case in attempt.get("testcases", [])]
+
+
+def _copy_small_files(stage, dest):
+    for path in sorted(stage.rglob("*")):
+        if path.is_symlink() or not path.is_file():
+            continue
+        if path.stat().st_size > MAX_KEPT_STAGE_FILE:
+            continue
+        target = dest / path.relative_to(stage)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, target)
+
+
+def copy_failed_stages(report_path, dest):
+    """Keep the small files of the stages of a run's failed cases (ReFrame keeps those)."""
+    for case in _cases(report_path):
+        stage = Path(case.get("stagedir") or "")
+        if case.get("result") == "fail" and stage != Path() and stage.is_dir():
+            _copy_small_files(stage, Path(dest) / stage.name)
+
+
+def fill_uncleaned_fixtures(report_path):
+    """Copy into its output folder the stage of each fixture that passed but was never
+    cleaned up. ReFrame copies a fixture's files (its build log, the spec it installed) to
+    its output folder at its cleanup, which does not come when one of its dependents was
+    skipped: STREAM at more threads than cores, NPB at more ranks. Its stage would then be
+    lost with the run's scratch space."""
+    for case in _cases(report_path):
+        stage, output = Path(case.get("stagedir") or ""), Path(case.get("outputdir") or "")
+        if not case.get("fixture") or case.get("result") != "pass":
+            continue
+        if stage == Path() or output == Path() or not stage.is_dir():
+            continue
+        if output.is_dir() and any(output.iterdir()):
+            continue
+        _copy_small_files(stage, output)
 
 
 def case_folder(run_path, case):

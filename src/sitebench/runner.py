@@ -27,7 +27,13 @@ from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.files import reframe_executable
 from sitebench.names import check_name
-from sitebench.results import FAILED_STAGE, Incoming, copy_failed_stages, copy_into
+from sitebench.results import (
+    FAILED_STAGE,
+    Incoming,
+    copy_failed_stages,
+    copy_into,
+    fill_uncleaned_fixtures,
+)
 from sitebench.rfm.scales import SCALES
 from sitebench.rfm.spack_build import INSTALLED_ROOTS
 from sitebench.validate import validate_site
@@ -161,6 +167,7 @@ def store(incoming, work, report, write_provenance):
     """
     try:
         copy_into(work / "perflogs", incoming.path / "perflogs")
+        fill_uncleaned_fixtures(report)
         copy_into(work / "output", incoming.path / "output")
         # ReFrame keeps the stage of a failed case only: its logs (e.g. a server's error log).
         copy_failed_stages(report, incoming.path / FAILED_STAGE)
