@@ -154,6 +154,12 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         assert prov["sitebench"]["commit"]
         assert len(prov["site_config_sha256"]) == 64
         assert prov["reframe_version"] == "4.10.4"
+        # ReFrame's process (perf harness splits its start-up and wind-down off) spans
+        # its session.
+        session = report["session_info"]
+        process = prov["reframe_process"]
+        assert process["launched_unix"] < session["time_start_unix"]
+        assert session["time_end_unix"] < process["exited_unix"]
         assert prov["cpu_arch"]
         assert (run / "provenance/spack.lock").is_file()
         assert json.loads((run / "provenance/specs.json").read_text())

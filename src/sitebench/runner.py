@@ -198,10 +198,12 @@ def run(site="local", scale="quick", reframe_args=()):
         env[INSTALLED_ROOTS] = str(work / "installed-roots.txt")
     if cluster is not None:
         env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
-    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    launched = time.time()
+    started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(launched))
     print(f"==> {' '.join(cmd)}", file=sys.stderr)
     code, interrupted = run_reframe(cmd, env)
-    finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    exited = time.time()
+    finished = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(exited))
     if interrupted and not report.is_file():
         # Stopped before ReFrame wrote anything: kept all the same, with an empty report.
         note = f"sitebench: ReFrame was interrupted ({interrupted}) before it wrote its report"
@@ -232,7 +234,9 @@ def run(site="local", scale="quick", reframe_args=()):
         finished=finished,
         reframe_exit=code,
         scheduler=cluster,
-        extra={"partial": True, "interrupted": interrupted} if interrupted else None,
+        # ReFrame's own report times its session only, not its start-up and wind-down.
+        extra={"reframe_process": {"launched_unix": launched, "exited_unix": exited}}
+        | ({"partial": True, "interrupted": interrupted} if interrupted else {}),
     )
     final = store(incoming, work, report, write_provenance)
     shutil.rmtree(work, ignore_errors=True)  # stage dirs; everything kept is in the run
