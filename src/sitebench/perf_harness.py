@@ -217,7 +217,7 @@ def render(result):
         f"round {' / '.join(map(str, range(1, len(launches) + 1)))}: "
         f"{' / '.join(map(str, launches))}, median [min-max]"
     ]
-    lines += render_figures(result["seconds"], "s", width=52)
+    lines += render_figures(result["seconds"], "s", width=max(map(len, result["seconds"])))
     lines += render_ratios(result["ratios"])
     lines += render_failures(result["failed checks per round"], "stored and timed all the same")
     return "\n".join(lines)
