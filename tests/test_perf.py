@@ -17,6 +17,7 @@ from sitebench.perf import GOALS, in_turn, verdict
 from sitebench.perf_harness import (
     ANSI,
     FIRST_FIGURE,
+    failed_cases,
     launch_seconds,
     reframe_phases,
     scratch_environment,
@@ -42,9 +43,9 @@ def test_a_damaged_launch_file_is_named(tmp_path):
 
 
 def test_reframe_phases_do_not_overlap():
-    (start, end), builds, jobs = reframe_phases(QUICK_RUN / "report.json")
-    elapsed = end - start
     report = json.loads((QUICK_RUN / "report.json").read_text())
+    (start, end), builds, jobs = reframe_phases(report)
+    elapsed = end - start
     cases = [c for run in report["runs"] for c in run["testcases"] if c["result"] != "skip"]
     # ReFrame's time_total of a fixture runs on to its cleanup, after its dependents:
     # summed, the cases outlast the session (260 s against 207 s in this run).
@@ -53,6 +54,16 @@ def test_reframe_phases_do_not_overlap():
     assert sum(c["fixture"] for c in cases) == 7 and 20 < builds < 40
     assert 150 < jobs and builds + jobs < elapsed
     assert elapsed == pytest.approx(report["session_info"]["time_elapsed"])
+
+
+def test_failed_cases_name_the_phase_they_failed_in():
+    # A committed quick run in which two checks missed their references on the shared VM.
+    report = json.loads((QUICK_RUN.parent / "20261122T152330Z-59743c/report.json").read_text())
+    assert failed_cases(report) == [
+        "OsuLatencyCheck %scale=quick %mapping=core %transport=shm (performance)",
+        "SysbenchCheck %scale=quick %threads=1 (performance)",
+    ]
+    assert failed_cases(json.loads((QUICK_RUN / "report.json").read_text())) == []
 
 
 def test_the_first_figure_is_the_first_check_not_a_build():

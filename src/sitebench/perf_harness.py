@@ -31,6 +31,7 @@ from sitebench import local_site, paths
 from sitebench import spack as spack_mod
 from sitebench.errors import SitebenchError
 from sitebench.perf import now, ratio, render_failures, render_figures, render_ratios, spread
+from sitebench.results import cases_of
 from sitebench.rfm.benchmark import LAUNCH_FILE
 
 
@@ -46,14 +47,12 @@ def launch_seconds(run_dir):
     return total, count
 
 
-def reframe_phases(report_path):
+def reframe_phases(report):
     """ReFrame's session (its start and end, unix times), its build fixtures' time (their
     compile stage) and the checks' jobs' wall time (submitted to completed), which do not
-    overlap in a serial run. Not the cases' ``time_total``: a fixture's runs on to its
-    cleanup, after its dependents ran."""
-    report = json.loads(Path(report_path).read_text())
-    cases = [case for run in report["runs"] for case in run["testcases"]]
-    ran = [c for c in cases if c["result"] != "skip"]
+    overlap in a serial run, of a loaded report. Not the cases' ``time_total``: a fixture's
+    runs on to its cleanup, after its dependents ran."""
+    ran = [c for c in cases_of(report) if c["result"] != "skip"]
     builds = sum(c["time_compile"] or 0 for c in ran if c["fixture"])
     jobs = sum(
         c["job_completion_time_unix"] - c["job_submit_time"]
@@ -64,11 +63,9 @@ def reframe_phases(report_path):
     return (session["time_start_unix"], session["time_end_unix"]), builds, jobs
 
 
-def failed_cases(report_path):
-    """'<case> (<phase it failed in>)' of each failed case of a ReFrame report."""
-    report = json.loads(Path(report_path).read_text())
-    cases = [case for run in report["runs"] for case in run["testcases"]]
-    return [f"{c['name']} ({c['fail_phase']})" for c in cases if c["result"] == "fail"]
+def failed_cases(report):
+    """'<case> (<phase it failed in>)' of each failed case of a loaded ReFrame report."""
+    return [f"{c['name']} ({c['fail_phase']})" for c in cases_of(report) if c["result"] == "fail"]
 
 
 def suite_round(scratch):
@@ -96,9 +93,10 @@ def suite_round(scratch):
             "make `./sitebench run` pass first; perf measures a working suite",
         )
     launched, count = launch_seconds(runs[0])
-    (session_start, session_end), builds, jobs = reframe_phases(runs[0] / "report.json")
+    report = json.loads((runs[0] / "report.json").read_text())
+    (session_start, session_end), builds, jobs = reframe_phases(report)
     process = json.loads((runs[0] / "provenance/provenance.json").read_text())["reframe_process"]
-    failed = failed_cases(runs[0] / "report.json")
+    failed = failed_cases(report)
     shutil.rmtree(results)
     return {
         "wall": end - start,
@@ -272,7 +270,7 @@ def first_result_round(scratch):
             f"runs; its output is in {log} (the clone is kept beside it)",
             "read the log; perf measures a working suite",
         )
-    return marks, failed_cases(stored[0])
+    return marks, failed_cases(json.loads(stored[0].read_text()))
 
 
 def first_result(rounds=1):

@@ -203,12 +203,18 @@ FAILED_STAGE = "failed-stage"
 MAX_KEPT_STAGE_FILE = 8 * 1024 * 1024
 
 
-def _cases(report_path):
+def cases_of(report):
+    """The test cases of a loaded ReFrame report, over all its attempts (re-runs)."""
+    return [case for attempt in report.get("runs", []) for case in attempt.get("testcases", [])]
+
+
+def report_cases(report_path):
+    """The test cases of a ReFrame report file; none where it is missing or not JSON (an
+    interrupted ReFrame may have written neither)."""
     try:
-        report = json.loads(Path(report_path).read_text())
+        return cases_of(json.loads(Path(report_path).read_text()))
     except (OSError, json.JSONDecodeError):
         return []
-    return [case for attempt in report.get("runs", []) for case in attempt.get("testcases", [])]
 
 
 def _copy_small_files(stage, dest):
@@ -224,7 +230,7 @@ def _copy_small_files(stage, dest):
 
 def copy_failed_stages(report_path, dest):
     """Keep the small files of the stages of a run's failed cases (ReFrame keeps those)."""
-    for case in _cases(report_path):
+    for case in report_cases(report_path):
         stage = Path(case.get("stagedir") or "")
         if case.get("result") == "fail" and stage != Path() and stage.is_dir():
             _copy_small_files(stage, Path(dest) / stage.name)
@@ -236,7 +242,7 @@ def fill_uncleaned_fixtures(report_path):
     its output folder at its cleanup, which does not come when one of its dependents was
     skipped: STREAM at more threads than cores, NPB at more ranks. Its stage would then be
     lost with the run's scratch space."""
-    for case in _cases(report_path):
+    for case in report_cases(report_path):
         stage, output = Path(case.get("stagedir") or ""), Path(case.get("outputdir") or "")
         if not case.get("fixture") or case.get("result") != "pass":
             continue

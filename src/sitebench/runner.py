@@ -33,6 +33,7 @@ from sitebench.results import (
     copy_failed_stages,
     copy_into,
     fill_uncleaned_fixtures,
+    report_cases,
 )
 from sitebench.rfm.scales import SCALES
 from sitebench.rfm.spack_build import INSTALLED_ROOTS
@@ -114,14 +115,6 @@ def reframe_command(site, scale, prefix, report, extra=()):
         "-r",
         *extra,
     ]
-
-
-def _test_cases(report_path):
-    try:
-        report = json.loads(Path(report_path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return 0
-    return sum(len(r.get("testcases", [])) for r in report.get("runs", []))
 
 
 #: Signals passed on to ReFrame, which stops its tests and still writes its report on each.
@@ -215,7 +208,7 @@ def run(site="local", scale="quick", reframe_args=()):
             f"(its output is kept in {work})",
             "read ReFrame's message above",
         )
-    if code == 0 and not interrupted and not _test_cases(report):
+    if code == 0 and not interrupted and not report_cases(report):
         # ReFrame skips checks it cannot load (e.g. a bad reference) and still exits 0.
         print(
             "sitebench: error: ReFrame ran no test case; see its warnings above", file=sys.stderr
