@@ -18,9 +18,9 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, hpl  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 
 class HplBuild(SpackBuild):

@@ -18,9 +18,9 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, npb  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.scales import THREAD_LABELS, resolve_threads  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: NPB problem class per scale. quick: class A, whose 12 cases on 2 cores (1 and
 #: 2 ranks) took 34 s of wall time on a quiet machine, LU 21 s of it (fixture README).

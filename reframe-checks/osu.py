@@ -19,8 +19,8 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import osu  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Where the two ranks sit. Open MPI's mpirun places them with ``--map-by`` and binds each
 #: to one core; ``--report-bindings`` prints where they went, which sanity checks.

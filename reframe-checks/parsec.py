@@ -24,9 +24,9 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, parsec  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.scales import THREAD_LABELS, resolve_threads  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 PRICES_FILE = "prices.txt"
 FLUID_OUTPUT = "out.fluid"

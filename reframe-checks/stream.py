@@ -19,10 +19,10 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, stream  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.scales import THREAD_LABELS, resolve_threads  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
-from sitebench.topology import last_level_cache_bytes  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
+from sitebench.sites.topology import last_level_cache_bytes  # noqa: E402
 
 #: STREAM's rule: each array at least four times the last-level cache.
 CACHE_FACTOR = 4

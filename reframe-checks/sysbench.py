@@ -22,10 +22,10 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, sysbench  # noqa: E402
-from sitebench.rfm import mariadb_server  # noqa: E402
-from sitebench.rfm.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.rfm.scales import THREAD_LABELS, resolve_threads  # noqa: E402
-from sitebench.rfm.spack_build import SpackBuild  # noqa: E402
+from sitebench.services import mariadb_server  # noqa: E402
+from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
+from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Rows per table by scale: full as in the study (os-services.md), quick a tenth.
 TABLE_SIZE = {"quick": 100_000, "full": 1_000_000}
@@ -101,7 +101,7 @@ class SysbenchCheck(SitebenchBenchmark):
     Each case starts its own server (``mariadb-install-db`` into ``<stage>/datadir``,
     ``mariadbd --no-defaults --skip-networking``, unix socket in the stage), prepares
     its own table, runs, and stops the server with ``mariadb-admin shutdown``
-    (:mod:`sitebench.rfm.mariadb_server`). A fresh server and table per thread
+    (:mod:`sitebench.services.mariadb_server`). A fresh server and table per thread
     count keep the cases independent: a read/write run leaves changed rows, purge
     work and a warm buffer pool behind, which would favour or burden the next
     count. It costs about 6 s per case on the 2-core VM (measured under load:
@@ -209,7 +209,7 @@ class SysbenchCheck(SitebenchBenchmark):
         self.executable = sys.executable
         opts = [
             "-m",
-            "sitebench.rfm.mariadb_server",
+            "sitebench.services.mariadb_server",
             f"--prefix={mariadb_prefix}",
             "--workdir=.",
             f"--database={DATABASE}",

@@ -46,7 +46,7 @@ def spack():
     reason = spack_missing_reason()
     if reason:
         pytest.skip(reason)
-    from sitebench import spack as spack_mod
+    from sitebench.spack import pinned as spack_mod
 
     return spack_mod.setup()
 
@@ -80,7 +80,7 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     from the source mirror, checksums enforced. Returns the install tree.
     """
 
-    from sitebench import local_site
+    from sitebench.sites import local_site
 
     if not os.environ.get("SITEBENCH_MIRROR"):
         pytest.skip(

@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from conftest import FIXTURES, sitebench
-from sitebench import compare as cmp
-from sitebench import store
-from sitebench.compare import Side, compare, render
-from sitebench.errors import SitebenchError
-from sitebench.results import Incoming
+from sitebench.results import compare as cmp
+from sitebench.results import store
+from sitebench.results.compare import Side, compare, render
+from sitebench.common.errors import SitebenchError
+from sitebench.results.rundirs import Incoming
 
 REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 FIGURES_IN_REPORT = 9

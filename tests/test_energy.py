@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES, ROOT
 
-from sitebench.energy import EnergyError
-from sitebench.rfm.benchmark import LAUNCH_FILE
-from sitebench.energy.config import IPMI_COMMAND, SYSFS_ROOT, PowerConfig, power_config
-from sitebench.energy.measure import SAMPLER, read_sacct, sacct_command
-from sitebench.energy.readers import (
+from sitebench.run.energy import EnergyError
+from sitebench.run.benchmark import LAUNCH_FILE
+from sitebench.run.energy.config import IPMI_COMMAND, SYSFS_ROOT, PowerConfig, power_config
+from sitebench.run.energy.measure import SAMPLER, read_sacct, sacct_command
+from sitebench.run.energy.readers import (
     default_zones,
     ipmi_energy,
     ipmi_watts,

@@ -2,9 +2,9 @@
 
 import pytest
 
-from sitebench import references
-from sitebench.errors import SitebenchError
-from sitebench.names import check_name
+from sitebench.sites import references
+from sitebench.common.errors import SitebenchError
+from sitebench.common.names import check_name
 
 
 @pytest.mark.reliability_input

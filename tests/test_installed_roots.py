@@ -4,8 +4,8 @@ build fixtures' lookup in it (a root not listed is installed by its fixture)."""
 import json
 import os
 
-from sitebench import installed_roots
-from sitebench.rfm.spack_build import listed_install
+from sitebench.spack import installed_roots
+from sitebench.run.spack_build import listed_install
 
 HPL = "/store/hpl-2.3-dp3t\thpl@2.3~openmp level=tuned arch=linux-debian12-x86_64_v4 /dp3t"
 STREAM = "/store/stream-5.10-waat\tstream@5.10+openmp arch=linux-debian12-x86_64_v4 /waat"

@@ -6,7 +6,9 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from sitebench import local_site, lock_drift, paths
+from sitebench.sites import local_site
+from sitebench.spack import lock_drift
+from sitebench.common import paths
 
 LOCK = json.loads((FIXTURES / "lock-drift/stream-hpl.spack.lock").read_text())
 
@@ -88,9 +90,10 @@ def test_committed_environments_still_concretize_to_their_locks(spack, site):
 
 def emulated_elsewhere(site):
     """Why ``site``'s lock cannot be re-concretized on this machine (None: it can)."""
-    from sitebench import qemu_site, site_settings
+    from sitebench.sites import qemu_site
+    from sitebench.sites.site import Site
 
-    why = qemu_site.elsewhere(site, site_settings.problems(site)[0])
+    why = qemu_site.elsewhere(Site.resolve(site))
     if why:
         return (
             f"{why}: ./sitebench qemu-shell --site {site} -- {paths.ROOT}/sitebench "

@@ -9,11 +9,13 @@ import sys
 import pytest
 
 from conftest import ROOT, sitebench
-from sitebench import paths, runner
-from sitebench.errors import SitebenchError
-from sitebench.perf_harness import launch_seconds
-from sitebench.results import case_folder
-from sitebench.rfm.benchmark import LAUNCH_FILE
+from sitebench.sites.site import Site
+from sitebench.common import paths
+from sitebench.run import runner
+from sitebench.common.errors import SitebenchError
+from sitebench.perf.harness import launch_seconds
+from sitebench.results.rundirs import case_folder
+from sitebench.run.benchmark import LAUNCH_FILE
 
 
 #: Every check of the quick suite on this machine.
@@ -95,10 +97,10 @@ def test_missing_or_broken_references_stop_before_running(tmp_path, monkeypatch)
     (site / "reframe.py").write_text("site_configuration = {}\n")
     monkeypatch.setattr(paths, "site_config_dir", lambda name: tmp_path / "site-configs" / name)
     with pytest.raises(SitebenchError, match="references.yaml is missing"):
-        runner.prepare("demo")
+        runner.prepare(Site.resolve("demo"))
     (site / "references.yaml").write_text("HplCheck: {$index: [scale], quick: {gflops: 5}}\n")
     with pytest.raises(SitebenchError, match="HplCheck.quick.gflops"):
-        runner.prepare("demo")
+        runner.prepare(Site.resolve("demo"))
 
 
 @pytest.mark.spack

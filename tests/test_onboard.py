@@ -14,8 +14,12 @@ import yaml
 from conftest import FIXTURES, ROOT, sitebench
 from test_validate import cli
 
-from sitebench import onboard, paths, validate
-from sitebench.errors import SitebenchError
+from sitebench.sites import onboard
+
+from sitebench.common import paths
+
+from sitebench.sites import validate
+from sitebench.common.errors import SitebenchError
 
 RECORDED = FIXTURES / "onboarding"
 

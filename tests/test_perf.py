@@ -11,10 +11,13 @@ import pytest
 import yaml
 
 from conftest import ROOT, sitebench
-from sitebench import paths, perf, perf_harness, perf_suite
-from sitebench.errors import SitebenchError
-from sitebench.perf import GOALS, in_turn, verdict
-from sitebench.perf_harness import (
+from sitebench.common import paths
+from sitebench.perf import measure
+from sitebench.perf import harness
+from sitebench.perf import suite
+from sitebench.common.errors import SitebenchError
+from sitebench.perf.measure import GOALS, in_turn, verdict
+from sitebench.perf.harness import (
     ANSI,
     FIRST_FIGURE,
     failed_cases,
@@ -22,7 +25,7 @@ from sitebench.perf_harness import (
     reframe_phases,
     scratch_environment,
 )
-from sitebench.rfm.benchmark import LAUNCH_FILE
+from sitebench.run.benchmark import LAUNCH_FILE
 
 FIXTURES = ROOT / "tests" / "fixtures"
 #: A stored quick run of the local site (all seven checks), committed under results/.
@@ -108,7 +111,7 @@ def test_every_ratio_of_the_kept_results():
             "store-20261123T024531Z.json",
         )
     ]
-    rows = {(bench, name): verdict for bench, name, *_, verdict in perf_suite.every_ratio(results)}
+    rows = {(bench, name): verdict for bench, name, *_, verdict in suite.every_ratio(results)}
     # As measured on this VM: HPL level with its peers but below the DGEMM goal; the
     # -O3 STREAM below both of its goals (the recipe now defaults to -O2); the store fast.
     assert rows[("hpl", "ours / builtin hpl")] == "meets >= 1.0"
@@ -160,12 +163,12 @@ def test_the_kept_results_render():
     def kept(name):
         return json.loads((ROOT / "perf/results" / name).read_text())
 
-    harness = perf_harness.render(kept("harness-20261123T013109Z.json"))
-    assert "  wall" in harness and "209.01 s  [192.74-226.31]" in harness
-    assert "round 2: failed (stored and timed all the same): NpbCheck" in harness
-    assert "round 3: failed" not in harness  # round 3 failed nothing
-    first = perf_harness.render_first_result(kept("first-result-20261123T010210Z.json"))
+    shown = harness.render(kept("harness-20261123T013109Z.json"))
+    assert "  wall" in shown and "209.01 s  [192.74-226.31]" in shown
+    assert "round 2: failed (stored and timed all the same): NpbCheck" in shown
+    assert "round 3: failed" not in shown  # round 3 failed nothing
+    first = harness.render_first_result(kept("first-result-20261123T010210Z.json"))
     assert "first figure" in first and "241.1 s  [241.1-241.1]" in first
     assert "failed" not in first
-    hpl = perf.render(kept("hpl-20261123T023953Z.json"))
+    hpl = measure.render(kept("hpl-20261123T023953Z.json"))
     assert "97.60 Gflop/s  [96.68-98.08]" in hpl and "(its range reaches it)" in hpl

@@ -6,8 +6,8 @@ import pytest
 import yaml
 
 from conftest import sitebench
-from sitebench import propose
-from sitebench.errors import SitebenchError
+from sitebench.results import propose
+from sitebench.common.errors import SitebenchError
 
 
 def store_run(root, name, triads, latency=None, arch="zen3"):
@@ -104,7 +104,7 @@ def test_diff_first_then_write_keeping_other_checks(tmp_path):
 
 
 def test_the_written_file_passes_the_validator(tmp_path):
-    from sitebench import references
+    from sitebench.sites import references
 
     for i in range(3):
         store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0 + i}, latency=1.0 + i / 10)

@@ -1,4 +1,4 @@
-"""The emulated aarch64 site (src/sitebench/qemu_site.py, site-configs/arm64-neoverse-n1).
+"""The emulated aarch64 site (src/sitebench/sites/qemu_site.py, site-configs/arm64-neoverse-n1).
 
 Fast tests (no QEMU): the ``emulation:`` settings and their validation, the commands and
 mounts of a run in the root, the provenance key, the checks the site's partition selects.
@@ -20,8 +20,13 @@ import pytest
 import yaml
 from conftest import ROOT
 
-from sitebench import provenance, qemu_site, site_settings
-from sitebench.errors import SitebenchError
+from sitebench.sites.site import Site
+from sitebench.run import provenance
+
+from sitebench.sites import qemu_site
+
+from sitebench.sites import site_settings
+from sitebench.common.errors import SitebenchError
 
 SITE = "arm64-neoverse-n1"
 EMU = {
@@ -96,7 +101,7 @@ def test_emulation_problems(sites, emulation, key, words):
 
 def test_not_emulated_site_is_refused():
     with pytest.raises(SitebenchError, match="not emulated"):
-        qemu_site.emulation("local")
+        qemu_site.emulation(Site.resolve("local"))
 
 
 # -- commands in the root ----------------------------------------------------------------
@@ -231,9 +236,9 @@ def test_prepare_refuses_a_foreign_directory(monkeypatch, tmp_path):
 def test_emulated_provenance(monkeypatch):
     monkeypatch.setenv("SITEBENCH_QEMU_VERSION", "7.2.22")
     monkeypatch.delenv("QEMU_CPU", raising=False)
-    got = provenance.emulation_provenance(SITE)
+    got = provenance.emulation_provenance(Site.resolve(SITE))
     assert got == {"qemu": "7.2.22", "qemu_cpu": "neoverse-n1", "root": EMU["root"]}
-    assert provenance.emulation_provenance("local") is None
+    assert provenance.emulation_provenance(Site.resolve("local")) is None
 
 
 def test_stated_target_is_the_sites_cpu_arch():
@@ -399,13 +404,13 @@ def test_an_sve_binary_dies_on_the_sites_cpu(tmp_path):
 
 
 def test_an_emulated_site_runs_only_in_its_root(monkeypatch):
-    settings = site_settings.load(SITE)
+    site = Site.resolve(SITE)
     monkeypatch.setattr(qemu_site.platform, "machine", lambda: "x86_64")
     with pytest.raises(SitebenchError, match="qemu-run --site arm64-neoverse-n1"):
-        qemu_site.check_runs_here(SITE, settings)
+        qemu_site.check_runs_here(site)
     monkeypatch.setattr(qemu_site.platform, "machine", lambda: "aarch64")
-    qemu_site.check_runs_here(SITE, settings)  # inside the root
-    qemu_site.check_runs_here("local", site_settings.load("local"))
+    qemu_site.check_runs_here(site)  # inside the root
+    qemu_site.check_runs_here(Site.resolve("local"))
 
 
 def test_an_interrupt_is_passed_on_once_and_waited_for(monkeypatch):
@@ -429,15 +434,14 @@ def test_an_interrupt_is_passed_on_once_and_waited_for(monkeypatch):
 
 
 def test_commands_parse():
-    import argparse
+    from sitebench import cli
+    from sitebench.cli import qemu_prepare, qemu_run, qemu_shell
 
-    parser = argparse.ArgumentParser()
-    sub = parser.add_subparsers(dest="command")
-    qemu_site.add_parser(sub)
+    parser = cli.parser()
     args = parser.parse_args(["qemu-run", "--site", SITE, "--", "-n", "HplCheck"])
-    assert (args.func, args.site, args.scale) == (qemu_site.cmd_run, SITE, "quick")
-    assert args.reframe_args == ["--", "-n", "HplCheck"]  # cmd_run drops the "--"
+    assert (args.func, args.site, args.scale) == (qemu_run.command, SITE, "quick")
+    assert args.reframe_args == ["--", "-n", "HplCheck"]  # cli.main drops the "--"
     args = parser.parse_args(["qemu-prepare", "--site", SITE])
-    assert args.func is qemu_site.cmd_prepare
+    assert args.func is qemu_prepare.command
     args = parser.parse_args(["qemu-shell", "--site", SITE, "--", "uname", "-m"])
-    assert args.func is qemu_site.cmd_shell and args.command == ["--", "uname", "-m"]
+    assert args.func is qemu_shell.command and args.command_args == ["--", "uname", "-m"]

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES
-from sitebench import figures
-from sitebench.errors import SitebenchError
-from sitebench.files import reframe_executable
-from sitebench.reframe_db import SOURCE, default_db_path, import_db
-from sitebench.results import Incoming, load_run, run_dirs
+from sitebench.results import figures
+from sitebench.common.errors import SitebenchError
+from sitebench.common.files import reframe_executable
+from sitebench.results.reframe_db import SOURCE, default_db_path, import_db
+from sitebench.results.rundirs import Incoming, load_run, run_dirs
 
 CHECK = FIXTURES / "reframe-db" / "echo_number.py"
 VALUES = (1.5, 2.5)  # one session each, in this order
@@ -273,7 +273,7 @@ def test_default_db_path_is_reframes(tmp_path, monkeypatch):
 
 
 def test_name_clash_keeps_the_sessions_time(reframe_db, results_root, monkeypatch):
-    from sitebench import results as module
+    from sitebench.results import rundirs as module
 
     taken = results_root / "local" / "20000101T000000Z-000000"
     (taken / "provenance").mkdir(parents=True)
@@ -293,7 +293,7 @@ def test_name_clash_keeps_the_sessions_time(reframe_db, results_root, monkeypatc
 def test_database_locked_by_a_writer_is_an_error_saying_so(
     reframe_db, tmp_path, results_root, monkeypatch
 ):
-    from sitebench import reframe_db as module
+    from sitebench.results import reframe_db as module
 
     monkeypatch.setattr(module, "BUSY_TIMEOUT", 0.1)
     path = copy_db(reframe_db, tmp_path)

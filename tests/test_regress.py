@@ -8,9 +8,9 @@ import time
 import pytest
 
 from conftest import FIXTURES, sitebench
-from sitebench import regress
-from sitebench.errors import SitebenchError
-from sitebench import results
+from sitebench.results import regress
+from sitebench.common.errors import SitebenchError
+from sitebench.results import rundirs
 
 REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 SECONDS = itertools.count()
@@ -30,7 +30,7 @@ def store_run(factor=1.0, hpl_factor=None, result="pass"):
             entry[5:] = [result]
     # Runs of one second sort by their random suffix: give each its own second.
     when = time.time() + next(SECONDS)
-    incoming = results.Incoming("local", when=when)
+    incoming = rundirs.Incoming("local", when=when)
     (incoming.path / "report.json").write_text(json.dumps(report))
     (incoming.path / "provenance").mkdir()
     (incoming.path / "provenance/provenance.json").write_text('{"cpu_arch": "zen3"}')

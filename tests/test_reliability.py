@@ -22,10 +22,13 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, ROOT, sitebench
-from sitebench import compare, figures, runner, store
-from sitebench.errors import SitebenchError
+from sitebench.results import compare
+from sitebench.results import figures
+from sitebench.results import record
+from sitebench.results import store
+from sitebench.common.errors import SitebenchError
 from sitebench.parsers import ParseError, hpl, stream
-from sitebench.results import INCOMING, Incoming, leftovers, load_run, load_runs, run_dirs
+from sitebench.results.rundirs import INCOMING, Incoming, leftovers, load_run, load_runs, run_dirs
 
 HERE = FIXTURES / "reliability"
 REPORT = (FIXTURES / "reframe/report-local-quick.json").read_text()
@@ -94,7 +97,7 @@ def test_disk_full_while_a_run_is_written_stores_nothing_and_keeps_the_rest(smal
         (dest / "provenance.json").write_text("{}")
 
     with pytest.raises(SitebenchError) as err:
-        runner.store(incoming, work, report, write_provenance)
+        record.store(incoming, work, report, write_provenance)
     # The error names the cause, what was kept and what to do.
     assert "No space left on device" in err.value.problem, err.value
     assert "nothing was stored" in err.value.problem and str(work) in err.value.problem
@@ -126,10 +129,9 @@ WRITER = r"""
 import json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, {src!r})
-from sitebench import results
-
+from sitebench.results import rundirs
 stage, root, ready = sys.argv[1:4]
-incoming = results.Incoming("local", root)
+incoming = rundirs.Incoming("local", root)
 (incoming.path / "report.json").write_text({report!r})
 if stage == "copy":
     (incoming.path / "output").mkdir()
@@ -196,18 +198,17 @@ CONCURRENT = r"""
 import json, random, sys, time
 from pathlib import Path
 sys.path.insert(0, {src!r})
-from sitebench import results
-
+from sitebench.results import rundirs
 # Few free names, so that writers of one site in one second clash, and retry.
 draw = random.SystemRandom()
-results.secrets.token_hex = lambda n: "%03x" % draw.randrange(1024)
+rundirs.secrets.token_hex = lambda n: "%03x" % draw.randrange(1024)
 site, writer, count, root, go = sys.argv[1:6]
 count = int(count)
 while not Path(go).exists():
     time.sleep(0.005)
 made = {{}}
 for i in range(count):
-    incoming = results.Incoming(site, root, when=1790000000)  # all in the same second
+    incoming = rundirs.Incoming(site, root, when=1790000000)  # all in the same second
     marker = f"{{site}}/{{writer}}/{{i}}"
     (incoming.path / "report.json").write_text(json.dumps({{"runs": [], "marker": marker}}))
     (incoming.path / "provenance").mkdir()
@@ -388,7 +389,7 @@ def test_a_failed_spack_build_fails_its_benchmark_only_and_is_recorded(
 
 
 def spack_packages_checkout():
-    from sitebench import spack as spack_mod
+    from sitebench.spack import pinned as spack_mod
 
     return spack_mod.builtin_repo().parents[2]  # .../repos/spack_repo/builtin -> checkout
 

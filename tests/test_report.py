@@ -19,7 +19,7 @@ import pytest
 
 from conftest import ROOT
 from sitebench import report
-from sitebench.errors import SitebenchError
+from sitebench.common.errors import SitebenchError
 from sitebench.report import builds, page
 
 RESULTS = ROOT / "results"

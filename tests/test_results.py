@@ -1,13 +1,14 @@
 """The results store: atomic, never overwritten, corrupt runs reported and kept."""
 
 import json
+from pathlib import Path
 
 import pytest
 
 from conftest import FIXTURES
-from sitebench import figures
-from sitebench.errors import SitebenchError
-from sitebench.results import INCOMING, Incoming, load_runs, run_dirs
+from sitebench.results import figures
+from sitebench.common.errors import SitebenchError
+from sitebench.results.rundirs import INCOMING, Incoming, load_runs, run_dirs
 
 REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 
@@ -89,38 +90,65 @@ def test_corrupt_runs_are_reported_skipped_and_kept(results_root, capsys):
     assert bad.exists() and foreign.exists()  # never deleted
 
 
-def test_failed_stages_keep_their_small_files_only(tmp_path):
-    from sitebench.results import MAX_KEPT_STAGE_FILE, copy_failed_stages
+def _case(tmp_path, name, result, fixture=False, stage_files=(), output_files=()):
+    """A case as ReFrame reports it, with its stage and the run's copy of its output."""
+    stage = tmp_path / "stage/local/default/gnu" / name
+    stage.mkdir(parents=True)
+    for file in stage_files:
+        (stage / file).write_text(f"{name} {file}\n")
+    output = tmp_path / "run/output/local/default/gnu" / name
+    output.mkdir(parents=True)
+    for file in output_files:
+        (output / file).write_text("copied by ReFrame\n")
+    return {
+        "name": name,
+        "result": result,
+        "fixture": fixture,
+        "stagedir": str(stage),
+        "outputdir": f"/scratch/rfm/output/local/default/gnu/{name}",
+    }
 
-    stages = {}
-    for name in ("SysbenchCheck_1", "OsuBuild_2"):
-        stages[name] = tmp_path / "stage/local/default/gnu" / name
-        stages[name].mkdir(parents=True)
-        (stages[name] / "rfm_job.out").write_text("output\n")
-    failed = stages["SysbenchCheck_1"]
-    (failed / "mariadb.err").write_text("[ERROR] mariadbd got signal 9\n")
-    (failed / "ibdata1").write_bytes(b"\0" * (MAX_KEPT_STAGE_FILE + 1))
-    (failed / "mysqld.sock").symlink_to("/tmp/elsewhere/mysqld.sock")
-    report = tmp_path / "report.json"
+
+def test_every_case_keeps_its_files_in_its_one_folder(tmp_path):
+    from sitebench.results.rundirs import MAX_KEPT_STAGE_FILE, case_folder, keep_case_files
+
     cases = [
-        {"name": "SysbenchCheck", "result": "fail", "stagedir": str(failed)},
-        # A fixture whose stage ReFrame left behind, but which passed: not kept.
-        {"name": "OsuBuild", "result": "pass", "stagedir": str(stages["OsuBuild_2"])},
+        # A failed case: ReFrame keeps its stage and leaves its output folder empty.
+        _case(tmp_path, "SysbenchCheck_1", "fail", stage_files=["rfm_job.out", "mariadb.err"]),
+        # A fixture a skipped dependent kept ReFrame from cleaning up.
+        _case(tmp_path, "StreamBuild_2", "pass", True, stage_files=["rfm_build.out"]),
+        # Cleaned up by ReFrame: its output folder is kept as ReFrame copied it.
+        _case(tmp_path, "HplBuild_3", "pass", True, ["rfm_build.out"], ["rfm_build.out"]),
+        # A failed build fixture: its stage too.
+        _case(tmp_path, "NpbBuild_4", "fail", True, stage_files=["rfm_build.err"]),
+        # Passed and cleaned up (its stage gone): nothing to add.
+        {**_case(tmp_path, "StreamCheck_5", "pass"), "stagedir": str(tmp_path / "gone")},
     ]
+    failed_stage = Path(cases[0]["stagedir"])
+    (failed_stage / "ibdata1").write_bytes(b"\0" * (MAX_KEPT_STAGE_FILE + 1))
+    (failed_stage / "mysqld.sock").symlink_to("/tmp/elsewhere/mysqld.sock")
+    report = tmp_path / "report.json"
     report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
-    copy_failed_stages(report, tmp_path / "run/failed-stage")
-    kept = tmp_path / "run/failed-stage"
-    assert [p.name for p in kept.iterdir()] == ["SysbenchCheck_1"]
-    assert sorted(p.name for p in (kept / "SysbenchCheck_1").iterdir()) == [
+    run = tmp_path / "run"
+    keep_case_files(report, run)
+    folder = run / "output/local/default/gnu"
+    assert sorted(p.name for p in (folder / "SysbenchCheck_1").iterdir()) == [
         "mariadb.err",
         "rfm_job.out",
     ]
-    copy_failed_stages(tmp_path / "no-report.json", tmp_path / "run2")
+    assert (folder / "StreamBuild_2/rfm_build.out").read_text() == "StreamBuild_2 rfm_build.out\n"
+    assert (folder / "HplBuild_3/rfm_build.out").read_text() == "copied by ReFrame\n"
+    assert (folder / "NpbBuild_4/rfm_build.err").is_file()
+    assert not any((folder / "StreamCheck_5").iterdir())
+    # One reader, one place, whatever became of the case.
+    for case in cases:
+        assert case_folder(run, case) == folder / case["name"]
+    keep_case_files(tmp_path / "no-report.json", tmp_path / "run2")
     assert not (tmp_path / "run2").exists()
 
 
-def test_case_folder_finds_output_or_kept_stage(tmp_path):
-    from sitebench.results import FAILED_STAGE, case_folder
+def test_case_folder_reads_the_failed_stage_of_runs_stored_before_one_layout(tmp_path):
+    from sitebench.results.rundirs import LEGACY_FAILED_STAGE, case_folder
 
     run = tmp_path / "run"
     passed = {
@@ -134,45 +162,36 @@ def test_case_folder_finds_output_or_kept_stage(tmp_path):
         "stagedir": "/scratch/rfm/stage/local/default/gnu/HplCheck_3c4d",
     }
     (run / "output/local/default/gnu/StreamCheck_1a2b").mkdir(parents=True)
-    (run / FAILED_STAGE / "HplCheck_3c4d").mkdir(parents=True)
+    (run / "output/local/default/gnu/StreamCheck_1a2b/rfm_job.out").write_text("x\n")
+    (run / LEGACY_FAILED_STAGE / "HplCheck_3c4d").mkdir(parents=True)
     (run / "output/local/default/gnu/HplCheck_3c4d").mkdir(parents=True)
     assert case_folder(run, passed) == run / "output/local/default/gnu/StreamCheck_1a2b"
-    # ReFrame leaves a failed case's output folder empty; the run keeps its stage instead.
-    assert case_folder(run, failed) == run / FAILED_STAGE / "HplCheck_3c4d"
+    # Such a run left the failed case's output folder empty and kept its stage aside.
+    assert case_folder(run, failed) == run / LEGACY_FAILED_STAGE / "HplCheck_3c4d"
     assert case_folder(run, {"result": "skip", "outputdir": None, "stagedir": None}) is None
     assert case_folder(tmp_path / "elsewhere", passed) is None
 
 
-def test_a_fixture_never_cleaned_up_keeps_its_build_log(tmp_path):
-    from sitebench.results import fill_uncleaned_fixtures
+def test_committed_runs_keep_every_case_file_readable():
+    """Every case of every committed run, old layout or new, is found by the one reader:
+    the failed cases of the runs stored with failed-stage/ among them. Only the build
+    fixtures ReFrame never cleaned up in runs stored before their stages were kept
+    (2026-11-23) have no files: those were lost then, not now."""
+    from sitebench.common import paths
+    from sitebench.results.rundirs import case_folder, cases_of, load_run, run_dirs, site_dirs
 
-    def case(name, result, fixture, outputs):
-        stage = tmp_path / "stage/local/default/gnu" / name
-        stage.mkdir(parents=True)
-        (stage / "rfm_build.out").write_text(f"{name} built\n")
-        output = tmp_path / "output/local/default/gnu" / name
-        output.mkdir(parents=True)
-        for file in outputs:
-            (output / file).write_text("copied by ReFrame\n")
-        return {
-            "name": name,
-            "result": result,
-            "fixture": fixture,
-            "stagedir": str(stage),
-            "outputdir": str(output),
-        }
-
-    cases = [
-        case("StreamBuild_1", "pass", True, []),  # a dependent skipped: no cleanup
-        case("HplBuild_2", "pass", True, ["rfm_build.out"]),  # cleaned up by ReFrame
-        case("NpbBuild_3", "fail", True, []),  # kept in failed-stage/ instead
-        case("StreamCheck_4", "pass", False, []),
-    ]
-    report = tmp_path / "report.json"
-    report.write_text(json.dumps({"runs": [{"testcases": cases}]}))
-    fill_uncleaned_fixtures(report)
-    output = tmp_path / "output/local/default/gnu"
-    assert (output / "StreamBuild_1/rfm_build.out").read_text() == "StreamBuild_1 built\n"
-    assert (output / "HplBuild_2/rfm_build.out").read_text() == "copied by ReFrame\n"
-    assert not any((output / "NpbBuild_3").iterdir())
-    assert not any((output / "StreamCheck_4").iterdir())
+    found, legacy, lost = 0, 0, []
+    for site in site_dirs(paths.ROOT / "results"):
+        for path in run_dirs(site.name, paths.ROOT / "results"):
+            run = load_run(path)
+            for case in cases_of(run.report):
+                if case.get("result") not in ("pass", "fail"):
+                    continue
+                folder = case_folder(run.path, case)
+                if folder is None or not any(folder.iterdir()):
+                    lost.append(case)
+                    continue
+                found += 1
+                legacy += "failed-stage" in folder.parts
+    assert found > 100 and legacy == 4, (found, legacy)
+    assert all(c.get("fixture") and c["result"] == "pass" for c in lost), lost

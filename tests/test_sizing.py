@@ -5,10 +5,10 @@ import json
 import pytest
 
 from conftest import FIXTURES, ROOT
-from sitebench.local_site import stream_array_elements
-from sitebench.rfm.hpl_input import hpl_dat, problem_size, process_grid
-from sitebench.rfm.scales import THREAD_LABELS, resolve_threads
-from sitebench.topology import last_level_cache_bytes
+from sitebench.sites.local_site import stream_array_elements
+from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid
+from sitebench.run.scales import THREAD_LABELS, resolve_threads
+from sitebench.sites.topology import last_level_cache_bytes
 
 
 @pytest.mark.parametrize(

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from conftest import sitebench, unjudged
-from sitebench.slurm import netns
-from sitebench.slurm.cluster import LocalCluster, missing_programs, read_pid
+from sitebench.services.slurm import netns
+from sitebench.services.slurm.cluster import LocalCluster, missing_programs, read_pid
 
 #: Not Slurm's default 6817: a developer's own cluster may be up.
 PORT = 16817

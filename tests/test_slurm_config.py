@@ -6,10 +6,10 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import ROOT
-from sitebench.errors import SitebenchError
+from sitebench.common.errors import SitebenchError
 from sitebench.parsers import osu, slurm
-from sitebench.rfm.benchmark import scheduler_verdict
-from sitebench.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
+from sitebench.run.benchmark import scheduler_verdict
+from sitebench.services.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
 
 
 def conf_lines(text):
@@ -144,7 +144,8 @@ def test_one_core_nodes_count_as_bound_for_the_node_mapping():
     ],
 )
 def test_bad_site_settings_are_named(tmp_path, monkeypatch, text, message):
-    from sitebench import paths, site_settings
+    from sitebench.common import paths
+    from sitebench.sites import site_settings
 
     site = tmp_path / "site-configs" / "bad"
     site.mkdir(parents=True)
@@ -158,7 +159,7 @@ def test_bad_site_settings_are_named(tmp_path, monkeypatch, text, message):
 
 
 def test_the_local_slurm_site_builds_like_local():
-    from sitebench import site_settings
+    from sitebench.sites import site_settings
 
     assert site_settings.load("local-slurm") == {"environment": "local", "slurm_cluster": True}
     assert site_settings.load("local") == {"environment": "local", "slurm_cluster": False}

@@ -9,8 +9,13 @@ import pytest
 import yaml
 
 from conftest import ROOT, sitebench
-from sitebench import environment, local_site, spack as spack_mod
-from sitebench.topology import last_level_cache_bytes
+from sitebench.spack import environment
+from sitebench.sites import local_site
+from sitebench.spack import pinned as spack_mod
+from sitebench.sites.site import Site
+from sitebench.sites.topology import last_level_cache_bytes
+
+LOCAL = Site.resolve("local")
 
 RECIPES = sorted((ROOT / "spack-repo/spack_repo/sitebench/packages").glob("*/package.py"))
 
@@ -180,7 +185,9 @@ def test_local_environment_concretizes_once(spack):
     local_site.detect(spack)
     version = spack.version()
     builtin = spack_mod.builtin_repo()
-    env_dir = environment.ensure_concretized(spack, "local", version, builtin)
+    env_dir = environment.ensure_concretized(
+        spack, LOCAL.environment_dir, LOCAL.config_dir, version, builtin
+    )
     lock = json.loads((env_dir / "spack.lock").read_text())
     specs = {s["name"]: s for s in lock["concrete_specs"].values()}
     assert {r["spec"] for r in lock["roots"]} == {
@@ -202,7 +209,9 @@ def test_local_environment_concretizes_once(spack):
     assert specs["openblas"].get("external") and specs["openmpi"].get("external")
     # Reused, not redone, while nothing changed.
     mtime = (env_dir / "spack.lock").stat().st_mtime_ns
-    environment.ensure_concretized(spack, "local", version, builtin)
+    environment.ensure_concretized(
+        spack, LOCAL.environment_dir, LOCAL.config_dir, version, builtin
+    )
     assert (env_dir / "spack.lock").stat().st_mtime_ns == mtime
 
 
@@ -212,7 +221,7 @@ def test_real_build_from_the_mirror(tmp_path, spack):
     """Build both benchmarks into a fresh install tree: sources from the mirror, checksummed."""
     local_site.detect(spack)
     env_dir = environment.ensure_concretized(
-        spack, "local", spack.version(), spack_mod.builtin_repo()
+        spack, LOCAL.environment_dir, LOCAL.config_dir, spack.version(), spack_mod.builtin_repo()
     )
     tree = tmp_path / "store"
     proc = spack.run(
@@ -270,12 +279,17 @@ def test_checksum_is_enforced(tmp_path, spack):
 @pytest.mark.spack
 def test_mirror_of_a_site_serves_an_offline_install(tmp_path, spack):
     """`sitebench mirror` copies every source of the environment; an install needs nothing else."""
-    from sitebench import mirror
+    from sitebench.run import runner
+    from sitebench.spack import mirror
 
-    saved = mirror.mirrors_file("local")
+    site = Site.resolve("local")
+    saved = site.spack_config_dir / "mirrors.yaml"
     before = saved.read_text() if saved.is_file() else None
     try:
-        url = mirror.create("local", tmp_path / "mirror")
+        prepared = runner.prepare(site)
+        url = mirror.create(
+            prepared.spack, prepared.env_dir, tmp_path / "mirror", saved, "sitebench-local", False
+        )
         written = yaml.safe_load(saved.read_text())
         assert written["mirrors"]["sitebench-local"]["url"] == url
     finally:
@@ -320,7 +334,7 @@ def test_mirror_of_a_site_serves_an_offline_install(tmp_path, spack):
 @pytest.mark.spack
 def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
     """`sitebench-suite` pulls the whole suite against the local site's externals."""
-    from sitebench import local_site
+    from sitebench.sites import local_site
 
     local_site.detect(spack)
     env_dir = local_site.write_environment(tmp_path / "env", ["sitebench-suite"])

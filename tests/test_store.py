@@ -7,8 +7,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES
-from sitebench import store, store_bench
-from sitebench.results import Incoming
+from sitebench.results import store
+from sitebench.perf import store_bench
+from sitebench.results.rundirs import Incoming
 
 REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 CASES = [c for c in REPORT["runs"][0]["testcases"] if not c.get("fixture")]

@@ -2,7 +2,7 @@
 
 * The parser and the check's verdict run on real outputs (``fixtures/sysbench/``, its
   README says how each was made), passing and failing ones.
-* The server helper (:mod:`sitebench.rfm.mariadb_server`) starts real servers from the
+* The server helper (:mod:`sitebench.services.mariadb_server`) starts real servers from the
   machine's MariaDB (skips, saying so, without one): steps served, no TCP, socket path
   too long for a unix socket, a server killed mid-step, SIGTERM to the job, a server that
   cannot start. Every server a test starts is stopped by it; none may be left running.
@@ -27,7 +27,7 @@ import pytest
 
 from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, sysbench
-from sitebench.rfm import mariadb_server
+from sitebench.services import mariadb_server
 
 FIX = FIXTURES / "sysbench"
 
@@ -290,7 +290,7 @@ def test_missing_programs_are_named(tmp_path):
 
 def test_driver_names_a_prefix_without_server(tmp_path):
     proc = subprocess.run(
-        [sys.executable, "-m", "sitebench.rfm.mariadb_server", f"--prefix={tmp_path}"],
+        [sys.executable, "-m", "sitebench.services.mariadb_server", f"--prefix={tmp_path}"],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
         capture_output=True,
@@ -344,7 +344,7 @@ def start_driver(tmp_path, binaries, sql):
         [
             sys.executable,
             "-m",
-            "sitebench.rfm.mariadb_server",
+            "sitebench.services.mariadb_server",
             f"--prefix={binaries.prefix}",
             f"--workdir={tmp_path}",
             "--step",

@@ -17,8 +17,13 @@ import pytest
 import yaml
 from conftest import FIXTURES, ROOT, sitebench
 
-from sitebench import onboard, paths, validate
-from sitebench.errors import SitebenchError
+from sitebench.sites.site import Site
+from sitebench.sites import onboard
+
+from sitebench.common import paths
+
+from sitebench.sites import validate
+from sitebench.common.errors import SitebenchError
 
 BAD = FIXTURES / "bad-sites"
 TABLE = yaml.safe_load((BAD / "cases.yaml").read_text())
@@ -28,7 +33,9 @@ NAMES = TABLE["names"]
 #: Until cli.py has the command: the same cli.main with it added (test-only shim).
 _SHIM = """
 import argparse, sys
-from sitebench import cli, onboard, validate
+from sitebench import cli
+from sitebench.sites import onboard
+from sitebench.sites import validate
 make = cli.parser
 def parser():
     p = make()
@@ -157,7 +164,7 @@ def test_all_problems_of_a_site_are_listed_at_once(good_root, tmp_path, monkeypa
 
 
 def test_references_in_one_file_are_all_reported(tmp_path):
-    from sitebench import references
+    from sitebench.sites import references
 
     path = tmp_path / "references.yaml"
     path.write_text(
@@ -183,13 +190,13 @@ def test_the_figures_come_from_the_checks():
 
 
 def test_runner_prepare_validates_first(good_root, tmp_path, monkeypatch):
-    from sitebench import runner
+    from sitebench.run import runner
 
     root = tmp_path / "root"
     shutil.copytree(good_root, root, symlinks=True)
     shutil.copy(BAD / "refs-unknown-figure.yaml", root / "site-configs/good/references.yaml")
     monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(root))
-    monkeypatch.setattr(runner.spack_mod, "setup", lambda: pytest.fail("validated after setup"))
+    monkeypatch.setattr(runner.pinned, "setup", lambda: pytest.fail("validated after setup"))
     with pytest.raises(SitebenchError, match="no figure 'Traid'"):
-        runner.prepare("good")
+        runner.prepare(Site.resolve("good"))
     assert paths.site_config_dir("good") == root / "site-configs" / "good"

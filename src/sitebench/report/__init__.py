@@ -14,8 +14,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from sitebench import paths
-from sitebench.errors import SitebenchError
+from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
 
 from . import data as report_data
 from .overview import header, provenance_table
@@ -81,7 +81,7 @@ def build(out_path, sites=None, results_root=None, store_dir=None, progress=True
     """Write the report of ``sites`` (default: all) to ``out_path``; return its path.
 
     ``results_root``: the results directory (default: the project's results/);
-    ``store_dir``: the store's index for it (default: :func:`sitebench.store.store_dir`);
+    ``store_dir``: the store's index for it (default: :func:`sitebench.results.store.store_dir`);
     ``progress``: a progress bar on stderr while reading runs (only on a terminal).
     """
     _outside_results(out_path, results_root)

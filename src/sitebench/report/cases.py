@@ -8,7 +8,7 @@ like a figure row (partition, environ, check, params), so the two join.
 from dataclasses import dataclass
 from pathlib import Path
 
-from sitebench.results import case_folder
+from sitebench.results.rundirs import case_folder
 
 
 @dataclass
@@ -46,7 +46,7 @@ def _threads(case):
 
 
 def cases_of_run(run):
-    """The test cases (not fixtures) of a loaded :class:`sitebench.results.Run`.
+    """The test cases (not fixtures) of a loaded :class:`sitebench.results.rundirs.Run`.
 
     ReFrame re-runs failed cases in later attempts; the last attempt wins, as in the figures.
     """

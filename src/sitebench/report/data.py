@@ -13,10 +13,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from sitebench import paths, store
-from sitebench.errors import SitebenchError
-from sitebench.progress import progress_bar
-from sitebench.results import BadRun, load_run, site_dirs
+from sitebench.common import paths
+
+from sitebench.results import store
+from sitebench.common.errors import SitebenchError
+from sitebench.common.progress import progress_bar
+from sitebench.results.rundirs import BadRun, load_run, site_dirs
 
 from .builds import hpl_build_label
 from .cases import cases_of_run

@@ -1,0 +1,31 @@
+"""Compare two sides of results/ figure by figure. Each side: SITE, SITE:PARTITION,
+SITE/RUN or SITE@SINCE..UNTIL (ISO 8601 UTC; an end may be empty). Per figure: runs,
+median, IQR, B/A and a two-sided Mann-Whitney U test (p < 0.01: beyond noise)."""
+
+from sitebench.cli.common import warn
+
+description = "compare two sites, partitions, runs or time ranges from results/"
+
+
+def setup_parser(p):
+    p.add_argument("a", help="side A, e.g. local or local@2026-11-01..2026-11-08")
+    p.add_argument("b", help="side B, e.g. local-slurm:srun or local/<run>")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.add_argument(
+        "--job-wall",
+        action="store_true",
+        help="also compare each case's job wall time (submit to finish): between a site "
+        "and the same machine behind a scheduler, the scheduler's overhead per check",
+    )
+
+
+def command(args):
+    from sitebench.results.compare import Side, compare, render
+
+    a, b = Side.parse(args.a), Side.parse(args.b)
+    table = compare(a, b, job_wall=args.job_wall, warn=warn)
+    print(render(table, args.a, args.b, args.format))
+    if args.format == "csv":
+        for caveat in table.attrs.get("caveats", []):
+            warn(caveat)
+    return 0

@@ -1,0 +1,20 @@
+"""Detect this machine as the site 'local': compilers, MPI, BLAS and build tools become
+Spack externals, ReFrame detects the CPU topology. Done once; --redetect after a change."""
+
+description = "detect this machine as the 'local' site"
+
+
+def setup_parser(p):
+    p.add_argument("--redetect", action="store_true", help="detect again even if done")
+
+
+def command(args):
+    from sitebench.sites import local_site
+    from sitebench.spack import pinned
+
+    topology = local_site.detect(pinned.setup(), redetect=args.redetect)
+    print(
+        f"site 'local': {topology.get('arch')} {topology.get('model', '')}, "
+        f"{topology.get('num_cpus')} CPUs; Spack config in {local_site.spack_dir()}"
+    )
+    return 0

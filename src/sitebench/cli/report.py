@@ -1,0 +1,23 @@
+"""A static HTML report of results/: plots and provenance in one file, no server needed."""
+
+from sitebench.cli.common import shown
+from sitebench.common import paths
+
+description = "a static HTML report of results/ (plots, provenance), one file"
+
+
+def setup_parser(p):
+    p.add_argument(
+        "--out",
+        default=str(paths.state_dir() / "report" / "index.html"),
+        help="where to write it (default: .sitebench/report/index.html; never in results/)",
+    )
+    p.add_argument("--site", action="append", help="only this site (repeatable)")
+
+
+def command(args):
+    from sitebench import report
+
+    out = report.build(args.out, sites=args.site or None)
+    print(f"report written to {shown(out)} (one file; open it in a browser, no server needed)")
+    return 0

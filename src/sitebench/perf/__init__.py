@@ -1,0 +1,1 @@
+"""sitebench's own performance suite (``./sitebench perf``): ratios measured side by side."""

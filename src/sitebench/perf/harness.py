@@ -1,0 +1,322 @@
+"""``./sitebench perf harness``: what sitebench itself costs, measured round by round.
+
+* **Suite overhead**: the wall time of ``./sitebench run`` (the quick suite on the local
+  site, exactly as a user types it) over the sum of its benchmarks' own wall times, each
+  timed by its job right around the launch (``rfm/benchmark.py``, ``LAUNCH_FILE``).
+  Goal <= 1.10. The rest is broken down: sitebench before and after ReFrame, ReFrame's
+  start-up and wind-down, its build fixtures (each learning that its root is installed),
+  the checks' jobs outside the launch (environment, servers, inputs) and ReFrame's
+  session otherwise (hooks, polling, sanity).
+* **No-change install**: ``spack -e <env> install`` of the local site's environment
+  when everything is installed, over its first install into an empty install tree
+  with a warm source mirror. Goal <= 0.05.
+
+The runs go to a temporary results store, so a perf round never enters a site's
+history; everything measured is kept in ``perf/results/harness-<UTC time>.json``.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+from sitebench.sites import local_site
+
+from sitebench.common import paths
+from sitebench.spack import pinned as spack_mod
+from sitebench.common.errors import SitebenchError
+from sitebench.perf.measure import (
+    now,
+    ratio,
+    render_failures,
+    render_figures,
+    render_ratios,
+    spread,
+)
+from sitebench.results.rundirs import cases_of
+from sitebench.run.benchmark import LAUNCH_FILE
+
+
+def launch_seconds(run_dir):
+    """Seconds the benchmarks of a stored run spent launched, summed over its checks."""
+    total, count = 0.0, 0
+    for path in sorted(Path(run_dir).glob(f"**/{LAUNCH_FILE}")):
+        fields = path.read_text().split()
+        if len(fields) != 3:
+            raise SitebenchError(f"{path}: expected '<start> <end> <status>', got {fields}")
+        total += float(fields[1]) - float(fields[0])
+        count += 1
+    return total, count
+
+
+def reframe_phases(report):
+    """ReFrame's session (its start and end, unix times), its build fixtures' time (their
+    compile stage) and the checks' jobs' wall time (submitted to completed), which do not
+    overlap in a serial run, of a loaded report. Not the cases' ``time_total``: a fixture's
+    runs on to its cleanup, after its dependents ran."""
+    ran = [c for c in cases_of(report) if c["result"] != "skip"]
+    builds = sum(c["time_compile"] or 0 for c in ran if c["fixture"])
+    jobs = sum(
+        c["job_completion_time_unix"] - c["job_submit_time"]
+        for c in ran
+        if not c["fixture"] and c["job_completion_time_unix"] and c["job_submit_time"]
+    )
+    session = report["session_info"]
+    return (session["time_start_unix"], session["time_end_unix"]), builds, jobs
+
+
+def failed_cases(report):
+    """'<case> (<phase it failed in>)' of each failed case of a loaded ReFrame report."""
+    return [f"{c['name']} ({c['fail_phase']})" for c in cases_of(report) if c["result"] == "fail"]
+
+
+def suite_round(scratch):
+    """One ``./sitebench run`` into a scratch results store; its times (s)."""
+    results = Path(tempfile.mkdtemp(prefix="results-", dir=scratch))
+    env = {
+        **os.environ,
+        "SITEBENCH_RESULTS_DIR": str(results),
+        "SITEBENCH_STORE_DIR": str(results / ".store"),
+    }
+    # Wall clock, not monotonic: the phases below are split at the unix times that
+    # ReFrame (its session) and sitebench (ReFrame's process) recorded.
+    start = time.time()
+    proc = subprocess.run(
+        [str(paths.ROOT / "sitebench"), "run"], env=env, capture_output=True, text=True
+    )
+    end = time.time()
+    runs = sorted(p for p in (results / "local").glob("*") if p.is_dir())
+    # Exit 1 is a check that failed (on a shared VM, mostly a figure below its reference):
+    # the run is complete and stored all the same, and its failures are counted.
+    if proc.returncode not in (0, 1) or len(runs) != 1:
+        raise SitebenchError(
+            f"./sitebench run exited {proc.returncode} with {len(runs)} stored runs:\n"
+            f"{proc.stderr[-2000:]}",
+            "make `./sitebench run` pass first; perf measures a working suite",
+        )
+    launched, count = launch_seconds(runs[0])
+    report = json.loads((runs[0] / "report.json").read_text())
+    (session_start, session_end), builds, jobs = reframe_phases(report)
+    process = json.loads((runs[0] / "provenance/provenance.json").read_text())["reframe_process"]
+    failed = failed_cases(report)
+    shutil.rmtree(results)
+    return {
+        "wall": end - start,
+        "benchmarks": launched,
+        "launches": count,
+        "failed": failed,
+        "sitebench before ReFrame (checks, detection, lock, installed roots)": process[
+            "launched_unix"
+        ]
+        - start,
+        "ReFrame start-up (configuration, loading and expanding the checks)": session_start
+        - process["launched_unix"],
+        "build fixtures (Spack, or the roots listed installed)": builds,
+        "checks' jobs outside the launch": jobs - launched,
+        "ReFrame in its session otherwise (hooks, polling, sanity)": session_end
+        - session_start
+        - builds
+        - jobs,
+        "ReFrame wind-down (its report and results database)": process["exited_unix"]
+        - session_end,
+        "sitebench after ReFrame (provenance, storing, summary)": end - process["exited_unix"],
+    }
+
+
+def scratch_environment(scratch):
+    """A copy of the local site's environment and lock, its relative paths made absolute."""
+    source = paths.environment_dir(local_site.SITE)
+    if not (source / "spack.lock").is_file():
+        raise SitebenchError(
+            f"{source / 'spack.lock'} does not exist",
+            "run `./sitebench run` once first (it concretizes the environment)",
+        )
+    data = yaml.safe_load((source / "spack.yaml").read_text())
+    spec = data["spack"]
+    spec["include"] = [str((source / p).resolve()) for p in spec.get("include", [])]
+    spec["repos"] = {k: str((source / v).resolve()) for k, v in spec.get("repos", {}).items()}
+    env_dir = Path(tempfile.mkdtemp(prefix="env-", dir=scratch))
+    (env_dir / "spack.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    shutil.copy(source / "spack.lock", env_dir / "spack.lock")
+    return env_dir
+
+
+def install_round(spack, scratch):
+    """The local environment installed into an empty tree, then again with no change."""
+    env_dir = scratch_environment(scratch)
+    tree = env_dir / "store"
+    args = ("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install")
+    times = []
+    for _ in ("first", "no change"):
+        start = time.monotonic()
+        spack.run(*args, capture=True)
+        times.append(time.monotonic() - start)
+    shutil.rmtree(env_dir)
+    return {"first": times[0], "no change": times[1]}
+
+
+def harness(rounds=3):
+    spack = spack_mod.setup()
+    local_site.detect(spack)
+    scratch = Path(tempfile.mkdtemp(prefix="perf-harness-", dir=paths.state_dir()))
+    suite, install = [], []
+    try:
+        for round_ in range(1, rounds + 1):
+            suite.append(suite_round(scratch))
+            s = suite[-1]
+            print(
+                f"round {round_}: suite {s['wall']:.1f} s, benchmarks {s['benchmarks']:.1f} s "
+                f"({s['launches']} launches; failed: {', '.join(s['failed']) or 'none'})",
+                file=sys.stderr,
+            )
+            for key, value in s.items():
+                if key not in ("wall", "benchmarks", "launches", "failed"):
+                    print(f"    {key}: {value:.1f} s", file=sys.stderr)
+            install.append(install_round(spack, scratch))
+            i = install[-1]
+            print(
+                f"round {round_}: install first {i['first']:.1f} s, "
+                f"no change {i['no change']:.2f} s",
+                file=sys.stderr,
+            )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    topology = json.loads(local_site.topology_file().read_text())
+    column = lambda rows, key: [row[key] for row in rows]  # noqa: E731
+    return {
+        "benchmark": "harness",
+        "when": now(),
+        "rounds": rounds,
+        "cpu_arch": topology.get("arch"),
+        # Per round: a failed case's dependents never launch (PARSEC's speedup needs its run
+        # at 1 thread), so a round that failed one launches fewer.
+        "launches per round": column(suite, "launches"),
+        "failed checks per round": column(suite, "failed"),
+        "seconds": {
+            key: spread(column(suite, key))
+            for key in suite[0]
+            if key not in ("launches", "failed")
+        }
+        | {f"install, {key}": spread(column(install, key)) for key in install[0]},
+        "ratios": {
+            "suite wall / benchmarks' own time": ratio(
+                column(suite, "wall"), column(suite, "benchmarks")
+            ),
+            "no-change install / first install": ratio(
+                column(install, "no change"), column(install, "first")
+            ),
+        },
+    }
+
+
+def render(result):
+    # Files kept before "launches per round" hold round 1's count only.
+    launches = result.get("launches per round") or [result["launches"]]
+    lines = [
+        f"harness ({result['cpu_arch']}), {result['rounds']} rounds, benchmark launches in "
+        f"round {' / '.join(map(str, range(1, len(launches) + 1)))}: "
+        f"{' / '.join(map(str, launches))}, median [min-max]"
+    ]
+    lines += render_figures(result["seconds"], "s", width=max(map(len, result["seconds"])))
+    lines += render_ratios(result["ratios"])
+    lines += render_failures(result["failed checks per round"], "stored and timed all the same")
+    return "\n".join(lines)
+
+
+#: ReFrame's line for the first check (not a build fixture) that passed or failed.
+ANSI = re.compile(r"\x1b\[[0-9;]*m")  # ReFrame colours its status words
+FIRST_FIGURE = re.compile(r"^\[\s+(OK|FAIL)\s+\] \(\s*\d+/\d+\) \w+(?<!Build) ")
+
+
+def _clean_env():
+    """This process's environment without what points sitebench at another checkout."""
+    drop = ("SITEBENCH_STATE_DIR", "SITEBENCH_RESULTS_DIR", "SITEBENCH_STORE_DIR")
+    env = {k: v for k, v in os.environ.items() if k not in drop and k != "VIRTUAL_ENV"}
+    env.pop("SITEBENCH_SITES_ROOT", None)
+    return env
+
+
+def first_result_round(scratch):
+    """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run."""
+    clone = Path(scratch) / "clone"
+    marks = {}
+    start = time.monotonic()
+    subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)
+    marks["cloned"] = time.monotonic() - start
+    committed = set((clone / "results" / "local").glob("*/report.json"))
+    log = Path(scratch) / "first-run.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(
+            [str(clone / "sitebench"), "run"],
+            env=_clean_env(),
+            cwd=clone,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for line in proc.stdout:
+            out.write(line)
+            elapsed = time.monotonic() - start
+            if line.startswith("==> ") and "reframe" in line and "ReFrame started" not in marks:
+                marks["ReFrame started"] = elapsed
+            elif FIRST_FIGURE.search(ANSI.sub("", line)) and "first figure" not in marks:
+                marks["first figure"] = elapsed
+        code = proc.wait()
+    marks["run stored"] = time.monotonic() - start
+    stored = sorted(set((clone / "results" / "local").glob("*/report.json")) - committed)
+    # Exit 1 is a check that failed (mostly a figure under its reference on a shared VM):
+    # the run is stored all the same.
+    if code not in (0, 1) or len(stored) != 1 or "first figure" not in marks:
+        raise SitebenchError(
+            f"the fresh clone's `./sitebench run` exited {code} with {len(stored)} new "
+            f"runs; its output is in {log} (the clone is kept beside it)",
+            "read the log; perf measures a working suite",
+        )
+    return marks, failed_cases(json.loads(stored[0].read_text()))
+
+
+def first_result(rounds=1):
+    """Fresh clones, each from ``git clone`` to its first figure and its stored run.
+
+    A round builds the whole suite from the source mirror (about as long as a user's
+    first day), so one round is the default; the clone is of the committed HEAD."""
+    marks, failed = [], []
+    for round_ in range(1, rounds + 1):
+        scratch = Path(tempfile.mkdtemp(prefix="perf-first-result-"))
+        times, failures = first_result_round(scratch)  # on an error, kept to read
+        shutil.rmtree(scratch, ignore_errors=True)
+        marks.append(times)
+        failed.append(failures)
+        shown = ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
+        print(f"round {round_}: {shown}; failed: {', '.join(failures) or 'none'}", file=sys.stderr)
+    commit = subprocess.run(
+        ["git", "-C", str(paths.ROOT), "rev-parse", "--short", "HEAD"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return {
+        "benchmark": "first-result",
+        "when": now(),
+        "rounds": rounds,
+        "commit": commit,
+        "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
+        "failed checks per round": failed,
+        "seconds since git clone": {key: spread([m[key] for m in marks]) for key in marks[0]},
+    }
+
+
+def render_first_result(result):
+    lines = [
+        f"fresh clone of {result['commit']} to its first result, mirror {result['mirror']}, "
+        f"{result['rounds']} round(s), median [min-max]"
+    ]
+    lines += render_figures(result["seconds since git clone"], "s", digits=1)
+    lines += render_failures(result["failed checks per round"], "stored all the same")
+    return "\n".join(lines)

@@ -1,0 +1,300 @@
+"""Compare two sides (sites, partitions, single runs or time ranges) figure by figure.
+
+A side is written ``SITE[:PARTITION][/RUN]`` or ``SITE[:PARTITION]@SINCE..UNTIL`` (dates
+or times in ISO 8601, UTC; either end may be left out: ``local@2026-11-01..``).
+
+For each check, parameter set and figure: the number of runs, median and interquartile
+range (IQR) of each side, the ratio of medians B/A, and whether the difference is beyond
+the run-to-run noise. Test (stated): the two-sided Mann-Whitney U test (rank-sum test; no
+assumption on the shape of the noise), exact where neither side has ties and both have at
+most 25 values, else its normal approximation with the tie correction; a difference is
+beyond noise when p < ALPHA = 0.01. When even the most extreme ranking could not reach
+that level (e.g. 3 runs against 3: the smallest possible p is 0.1), the verdict is
+"too few runs" rather than a "no" that would mean nothing.
+
+The figures come from the results store (:mod:`sitebench.results.store`, DuckDB over Parquet).
+"""
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from sitebench.results import store
+from sitebench.common.errors import SitebenchError
+from sitebench.common.names import check_name
+from sitebench.results.rundirs import run_dirs
+
+ALPHA = 0.01
+EXACT_MAX_N = 25
+KEYS = ["check", "params", "figure"]
+COLUMNS = KEYS + [
+    "unit",
+    "n_a",
+    "median_a",
+    "iqr_a",
+    "n_b",
+    "median_b",
+    "iqr_b",
+    "ratio",
+    "p_value",
+    "beyond_noise",
+]
+_SPEC = re.compile(
+    r"^(?P<site>[^:/@]+)(?::(?P<partition>[^/@]+))?"
+    r"(?:/(?P<run>[^@]+)|@(?P<since>[^.]*)\.\.(?P<until>.*))?$"
+)
+
+
+@dataclass
+class Side:
+    """One side of a comparison, parsed from its spec and checked against results/."""
+
+    label: str
+    site: str
+    partition: str = None
+    run: str = None
+    since: pd.Timestamp = None
+    until: pd.Timestamp = None
+
+    @classmethod
+    def parse(cls, spec, results_root=None):
+        match = _SPEC.match(spec)
+        if not match:
+            raise SitebenchError(
+                f"cannot read the comparison side {spec!r}",
+                "write SITE, SITE:PARTITION, SITE/RUN or SITE@SINCE..UNTIL "
+                "(e.g. local@2026-11-01..2026-11-15)",
+            )
+        site = check_name("site", match["site"])
+        side = cls(label=spec, site=site, partition=match["partition"], run=match["run"])
+        if side.partition:
+            check_name("partition", side.partition)
+        if match["since"] is not None:
+            side.since = _when(match["since"], spec)
+            side.until = _when(match["until"], spec)
+        runs = run_dirs(site, results_root)
+        if not runs:
+            raise SitebenchError(
+                f"site {site!r} has no runs under results/",
+                "run `./sitebench run --site <site>` first, or check the name",
+            )
+        if side.run:
+            check_name("run", side.run)
+            if side.run not in {p.name for p in runs}:
+                raise SitebenchError(
+                    f"run {spec!r} does not exist under results/{site}/",
+                    f"list the runs with `ls results/{site}`",
+                )
+        return side
+
+    def where(self):
+        """SQL condition and parameters selecting this side's figures."""
+        cond, params = ["site = ?"], [self.site]
+        for column, value in (("partition", self.partition), ("run", self.run)):
+            if value:
+                cond.append(f"{column} = ?")
+                params.append(value)
+        if self.since is not None:
+            cond.append("started >= ?")
+            params.append(self.since.to_pydatetime())
+        if self.until is not None:
+            cond.append("started < ?")
+            params.append(self.until.to_pydatetime())
+        return " AND ".join(cond), params
+
+
+def _when(text, spec):
+    if not text:
+        return None
+    stamp = pd.to_datetime(text, utc=True, errors="coerce")
+    if pd.isna(stamp):
+        raise SitebenchError(
+            f"{text!r} in {spec!r} is not a date or time",
+            "write ISO 8601 in UTC, e.g. 2026-11-01 or 2026-11-01T02:00",
+        )
+    return stamp
+
+
+def query(con, a_where, b_where, job_wall=False):
+    """Per check, parameters and figure: n, median, IQR of each side, and the rank sum of
+    side A with the tie term sum(t^3 - t) for the U test, computed in DuckDB."""
+    (cond_a, par_a), (cond_b, par_b) = a_where, b_where
+    keys = '"check", params, figure'
+    wall = "" if job_wall else "AND figure <> 'job_wall'"
+    sql = f"""
+    WITH sel AS (
+        SELECT false AS b, {keys}, unit, value FROM figures
+        WHERE {cond_a} AND isfinite(value) {wall}
+        UNION ALL
+        SELECT true AS b, {keys}, unit, value FROM figures
+        WHERE {cond_b} AND isfinite(value) {wall}
+    ), stats AS (
+        SELECT {keys}, any_value(unit) AS unit,
+            count(*) FILTER (NOT b) AS n_a,
+            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (NOT b) AS q_a,
+            count(*) FILTER (b) AS n_b,
+            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (b) AS q_b
+        FROM sel GROUP BY ALL
+        HAVING count(*) FILTER (NOT b) > 0 AND count(*) FILTER (b) > 0
+    ), numbered AS (
+        SELECT {keys}, b, value, row_number() OVER (PARTITION BY {keys} ORDER BY value) AS rn
+        FROM sel
+    ), tied AS (
+        -- Equal values share their mid-rank; t of them make a tie of size t.
+        SELECT {keys}, (min(rn) + max(rn)) / 2.0 AS midrank, count(*) AS t,
+            count(*) FILTER (NOT b) AS t_a
+        FROM numbered GROUP BY {keys}, value
+    ), u AS (
+        SELECT {keys}, sum(t_a * midrank) AS rank_sum_a, sum(t * t * t - t) AS ties
+        FROM tied GROUP BY ALL
+    )
+    SELECT {keys}, unit, n_a, q_a[2] AS median_a, q_a[3] - q_a[1] AS iqr_a,
+        n_b, q_b[2] AS median_b, q_b[3] - q_b[1] AS iqr_b, rank_sum_a, ties
+    FROM stats JOIN u USING ("check", params, figure)
+    ORDER BY "check", params, figure
+    """
+    return con.execute(sql, par_a + par_b).df()
+
+
+@lru_cache(maxsize=None)
+def _u_counts(n_a, n_b):
+    """Number of orderings giving each U (no ties), by the classic recursion."""
+    # f[i][j] = counts of U for i values against j values; U ranges 0..i*j.
+    f = [[None] * (n_b + 1) for _ in range(n_a + 1)]
+    for i in range(n_a + 1):
+        for j in range(n_b + 1):
+            if i == 0 or j == 0:
+                f[i][j] = np.zeros(i * j + 1)
+                f[i][j][0] = 1
+                continue
+            counts = np.zeros(i * j + 1)
+            counts[j:] += f[i - 1][j]  # the largest value is from A: it beats all j of B
+            counts[: (i * (j - 1)) + 1] += f[i][j - 1]
+            f[i][j] = counts
+    return f[n_a][n_b]
+
+
+def _exact_p(u, n_a, n_b):
+    counts = _u_counts(n_a, n_b)
+    total = counts.sum()
+    low = min(u, n_a * n_b - u)
+    return min(1.0, 2 * counts[: int(math.floor(low)) + 1].sum() / total)
+
+
+def u_variance(n_a, n_b, ties):
+    """Variance of U under the null hypothesis, corrected for ties (sum of t^3 - t)."""
+    n = n_a + n_b
+    return n_a * n_b / 12 * ((n + 1) - ties / (n * (n - 1)))
+
+
+def _normal_p(u, n_a, n_b, ties):
+    var = u_variance(n_a, n_b, ties)
+    if var <= 0:
+        return 1.0  # every value equal: nothing differs
+    z = (abs(u - n_a * n_b / 2) - 0.5) / math.sqrt(var)  # continuity-corrected
+    return math.erfc(max(z, 0) / math.sqrt(2))
+
+
+def p_value(rank_sum_a, n_a, n_b, ties):
+    """Two-sided Mann-Whitney p-value from side A's rank sum."""
+    u = rank_sum_a - n_a * (n_a + 1) / 2
+    if ties == 0 and n_a <= EXACT_MAX_N and n_b <= EXACT_MAX_N:
+        return _exact_p(u, n_a, n_b)
+    return _normal_p(u, n_a, n_b, ties)
+
+
+def smallest_p(n_a, n_b):
+    """The smallest p any ranking of n_a against n_b values can give (exact test)."""
+    return 2 / math.comb(n_a + n_b, n_a)
+
+
+def verdicts(df):
+    """Add ratio, p_value and beyond_noise to a :func:`query` frame."""
+    df = df.copy()
+    df["ratio"] = df["median_b"] / df["median_a"].where(df["median_a"] != 0)
+    df["p_value"] = [
+        p_value(r, int(na), int(nb), t)
+        for r, na, nb, t in zip(df["rank_sum_a"], df["n_a"], df["n_b"], df["ties"])
+    ]
+    df["beyond_noise"] = [
+        "too few runs" if smallest_p(int(na), int(nb)) >= ALPHA else ("yes" if p < ALPHA else "no")
+        for na, nb, p in zip(df["n_a"], df["n_b"], df["p_value"])
+    ]
+    return df.reindex(columns=COLUMNS)
+
+
+def compare(a, b, results_root=None, job_wall=False, warn=None, progress=None):
+    """The comparison table of sides ``a`` and ``b`` (:class:`Side`), from the store."""
+    con = store.open_store(sorted({a.site, b.site}), results_root, warn, progress)
+    table = verdicts(query(con, a.where(), b.where(), job_wall))
+    table.attrs["caveats"] = caveats(con, [a.site, b.site])
+    return table
+
+
+def caveats(con, sites):
+    """What a reader must know before trusting a ratio: emulated sites, for now."""
+    emulated = con.execute(
+        "SELECT DISTINCT site FROM runs WHERE site IN (SELECT unnest(?::VARCHAR[])) "
+        "AND emulated ORDER BY site",
+        [sorted(set(sites))],
+    ).fetchall()
+    return [
+        f"site {site!r} runs under emulation (QEMU): its timings and rates mean nothing for "
+        "speed; only builds and verification are real"
+        for (site,) in emulated
+    ]
+
+
+def num(value):
+    """A figure as people read it: 23660, 85.72, 0.1234."""
+    if value is None or not math.isfinite(value):
+        return "-"
+    return f"{value:.0f}" if abs(value) >= 1e4 else f"{value:.4g}"
+
+
+def render(table, a_label, b_label, fmt="table"):
+    if fmt == "csv":
+        return table.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "a": a_label,
+                "b": b_label,
+                "test": f"two-sided Mann-Whitney U, alpha {ALPHA}",
+                "caveats": table.attrs.get("caveats", []),
+                "rows": json.loads(table.to_json(orient="records")),
+            },
+            indent=2,
+        )
+    if table.empty:
+        return f"no figure is present in both {a_label} and {b_label}" + "".join(
+            f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", [])
+        )
+
+    def spread(median, iqr, n):
+        return f"{num(median)} ±{num(iqr / 2)} (n={n})" if n > 1 else f"{num(median)} (n=1)"
+
+    shown = pd.DataFrame(
+        {
+            "check": table["check"],
+            "params": table["params"],
+            "figure": table["figure"],
+            "unit": table["unit"],
+            f"A: {a_label}": map(spread, table["median_a"], table["iqr_a"], table["n_a"]),
+            f"B: {b_label}": map(spread, table["median_b"], table["iqr_b"], table["n_b"]),
+            "B/A": [f"{r:.3f}" if pd.notna(r) else "-" for r in table["ratio"]],
+            "p": [f"{p:.2g}" for p in table["p_value"]],
+            "beyond noise": table["beyond_noise"],
+        }
+    )
+    note = (
+        f"\nmedian ±IQR/2 over runs; beyond noise: two-sided Mann-Whitney U test, p < {ALPHA:g}"
+        " (exact for small samples without ties)"
+    )
+    warnings = "".join(f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", []))
+    return shown.to_string(index=False) + note + warnings

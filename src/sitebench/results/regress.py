@@ -1,0 +1,126 @@
+"""Regression detection: a run's figures against the site's recent history.
+
+Static references say whether a figure is acceptable; a drift says it changed. For each
+figure of a run (same check, parameters, partition and CPU as in the history), the history
+is the site's ``history`` previous runs. Rule (stated): the robust z-score
+z = (value - median) / sigma, sigma = 1.4826 x MAD of the history (floored at
+SIGMA_FLOOR x |median|, so a history of identical values does not flag the last digit);
+a drift is |z| > Z_LIMIT = 3.5 (Iglewicz and Hoaglin's cut-off for the modified z-score),
+judged only with at least MIN_HISTORY values. Its direction follows the unit: times and
+latencies are worse upwards, rates downwards. A drift is flagged even when the figure is
+still inside its static tolerance (``result`` pass) - that is the point.
+"""
+
+import json
+
+from sitebench.results import store
+from sitebench.results.compare import num
+from sitebench.common.errors import SitebenchError
+from sitebench.results.propose import LOWER_IS_BETTER_UNITS, MAD_TO_SIGMA
+
+Z_LIMIT = 3.5
+MIN_HISTORY = 5
+SIGMA_FLOOR = 0.005
+COLUMNS = [
+    "check",
+    "params",
+    "partition",
+    "figure",
+    "unit",
+    "value",
+    "result",
+    "history_n",
+    "history_median",
+    "z",
+    "drift",
+]
+
+
+def drifts(con, site, run=None, history=20):
+    """Every judged figure of ``run`` (default: the newest) with its z-score and drift."""
+    query = "SELECT run FROM runs WHERE site = ? ORDER BY run"
+    runs = [r for (r,) in con.execute(query, [site]).fetchall()]
+    if not runs:
+        raise SitebenchError(
+            f"site {site!r} has no readable runs under results/",
+            f"run the suite (./sitebench run --site {site}) first, or check the name",
+        )
+    run = run or runs[-1]
+    if run not in runs:
+        raise SitebenchError(
+            f"run {site}/{run} is not among the readable runs of {site}",
+            f"list the runs with `ls results/{site}`",
+        )
+    earlier = runs[: runs.index(run)][-history:]
+    df = con.execute(
+        f"""
+        WITH past AS (
+            SELECT "check", params, partition, figure, arch,
+                median(value) AS m, mad(value) AS mad, count(*) AS n
+            FROM figures
+            WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
+              AND isfinite(value) AND figure <> 'job_wall'
+            GROUP BY ALL
+        )
+        SELECT now."check", now.params, now.partition, now.figure, now.unit, now.value,
+            now.result, coalesce(past.n, 0) AS history_n, past.m AS history_median,
+            (now.value - past.m) / greatest({MAD_TO_SIGMA} * past.mad,
+                                            {SIGMA_FLOOR} * abs(past.m)) AS z
+        FROM figures now LEFT JOIN past
+            ON now."check" = past."check" AND now.params = past.params
+            AND now.figure = past.figure AND now.partition IS NOT DISTINCT FROM past.partition
+            AND now.arch IS NOT DISTINCT FROM past.arch
+        WHERE now.site = ? AND now.run = ? AND isfinite(now.value) AND now.figure <> 'job_wall'
+        ORDER BY ALL
+        """,
+        [site, earlier, site, run],
+    ).df()
+
+    def verdict(row):
+        if row["history_n"] < MIN_HISTORY or row["z"] != row["z"]:
+            return "history too short"
+        if abs(row["z"]) <= Z_LIMIT:
+            return ""
+        up_is_worse = row["unit"] in LOWER_IS_BETTER_UNITS
+        return "worse" if (row["z"] > 0) == up_is_worse else "better"
+
+    df["drift"] = df.apply(verdict, axis=1) if len(df) else []
+    return run, earlier, df.reindex(columns=COLUMNS)
+
+
+def check_site(site, run=None, history=20, results_root=None, warn=None, progress=None):
+    con = store.open_store([site], results_root, warn, progress)
+    return drifts(con, site, run, history)
+
+
+def render(site, run, earlier, df, fmt="table"):
+    flagged = df[df["drift"].isin(["worse", "better"])]
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(
+            {
+                "site": site,
+                "run": run,
+                "history": earlier,
+                "rule": f"|robust z| > {Z_LIMIT} against >= {MIN_HISTORY} earlier runs",
+                "rows": json.loads(df.to_json(orient="records")),
+            },
+            indent=2,
+        )
+    judged = int((df["drift"] != "history too short").sum())
+    head = (
+        f"{site}/{run} against its {len(earlier)} earlier run(s): {judged} of {len(df)} "
+        f"figures judged, {len(flagged)} drifted (|robust z| > {Z_LIMIT})"
+    )
+    if flagged.empty:
+        return head
+    lines = [head]
+    for _, row in flagged.iterrows():
+        lines.append(
+            f"  {row['drift'].upper():6} {row['check']} {row['params']} "
+            f"[{row['partition']}] {row['figure']}: {num(row['value'])} {row['unit']} vs "
+            f"median {num(row['history_median'])} of {row['history_n']} (z = {row['z']:+.1f}; "
+            f"static check: {row['result']})"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,231 @@
+"""Base of every run-only sitebench check: scale, references, provenance, energy."""
+
+import os
+
+import reframe as rfm
+import reframe.core.runtime as rt
+import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
+from reframe.core.builtins import parameter, run_after, run_before, variable
+from reframe.core.exceptions import PerformanceError, SanityError
+
+from sitebench.run.energy import EnergyError
+from sitebench.run.energy.config import power_config
+from sitebench.parsers import slurm
+from sitebench.run.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_commands
+from sitebench.run.scales import SCALES
+
+
+#: Where the job writes "<start> <end> <exit status>" of the launched benchmark (epoch s).
+LAUNCH_FILE = "sitebench-launch.txt"
+
+#: (prerun, postrun) commands timing the launch; the exit status passes through, for the
+#: checks' own postrun commands (parsec reads $?) and for the job's exit code.
+LAUNCH_TIMER = (
+    ["sitebench_launch_start=$(date +%s.%N)"],
+    [
+        "sitebench_launch_status=$?",
+        'echo "$sitebench_launch_start $(date +%s.%N) $sitebench_launch_status" > ' + LAUNCH_FILE,
+        "(exit $sitebench_launch_status)",
+    ],
+)
+
+
+class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
+    """Common parts of the checks.
+
+    Parameters: ``scale`` (tag and partition feature ``scale_<name>``).
+    References: the site's ``references.yaml``, named by the partitions'
+    ``extras['references']`` (ReFrame's ``$ref``, indexed by CPU
+    microarchitecture and scale); a figure without a reference is logged and
+    never fails.
+    Logged with every figure: the concrete Spack spec of the binary.
+    Energy: where the partition reads power (``extras['power']``), the
+    figures named in ``energy_figures`` get a ``<figure>_per_watt``
+    companion, beside ``energy_j`` and ``power_w`` of the run; a configured
+    source that gives no reading fails the check after the benchmark's own
+    figures were logged and judged. Without ``extras['power']`` nothing changes.
+    """
+
+    scale = parameter(SCALES, loggable=True)
+
+    #: Concrete spec (name, version, variants, target, hash) of the binary.
+    #:
+    #: :type: :class:`str`
+    concrete_spec = variable(str, value="", loggable=True)
+
+    #: The variables this check's references are indexed by, after
+    #: ``$processor.arch`` (the ``$index`` of its block in references.yaml).
+    #: Logged, so ``sitebench references`` can propose references from runs.
+    #:
+    #: :type: :class:`List[str]`
+    reference_keys = variable(typ.List[str], value=["scale"], loggable=True)
+
+    #: Figures that get a per-watt companion ``<figure>_per_watt`` where the
+    #: partition reads power: figure name -> unit, e.g. ``{"gflops": "Gflop/s/W"}``.
+    #: A class attribute, not a variable: a property of the check, kept out of perflogs.
+    #:
+    #: :type: :class:`Dict[str, str]`
+    energy_figures = {}
+
+    #: Where ``energy_j``, ``power_w`` and the per-watt figures came from:
+    #: ``rapl`` (CPU packages and DRAM), ``ipmi`` (the node, from its BMC),
+    #: ``slurm`` (the job's nodes, as Slurm accounts them) or empty (none).
+    #: Figures of different sources are not comparable.
+    #:
+    #: :type: :class:`str`
+    power_source = variable(str, value="", loggable=True)
+
+    valid_prog_environs = ["+sitebench"]
+    maintainers = ["sitebench"]
+
+    @run_before("sanity", always_last=False)
+    def scheduler_ended_the_job(self):
+        """A job the scheduler ended (a node lost, its time limit reached) fails with the
+        scheduler's word, not with whatever its cut-short output lacks."""
+        try:
+            with open(os.path.join(self.stagedir, self.job.stderr)) as fp:
+                stderr = fp.read()
+        except (OSError, TypeError):
+            stderr = ""
+        reason = scheduler_verdict(self.job, stderr)
+        if reason:
+            raise SanityError(reason)
+
+    @run_after("init")
+    def select_by_scale(self):
+        # Hardware by features, never by system name. A partition with the feature
+        # `checks_listed` runs only the checks it names: `check_<name>` (e.g. check_hpl) or
+        # `check_<name>_<benchmark>` (e.g. check_npb_ep), see selection_features().
+        base = f"+spack +scale_{self.scale}"
+        self.valid_systems = [f"{base} -checks_listed"] + [
+            f"{base} +{feature}" for feature in self.selection_features()
+        ]
+        self.tags |= {self.scale, "sitebench"}
+        self.reference = {"$ref": site_references()}
+
+    @run_after("init")
+    def check_energy_figures(self):
+        unknown = sorted(set(self.energy_figures) - set(self.perf_variables))
+        if unknown:
+            raise ValueError(
+                f"{type(self).__name__}.energy_figures names {', '.join(unknown)}, which are "
+                f"not figures of the check ({', '.join(self.perf_variables)})"
+            )
+
+    @run_after("setup")
+    def configure_power(self):
+        part = self.current_partition
+        self._power = power_config(part.fullname, part.extras.get("power"))
+        self._power_error = None
+        if not self._power:
+            return
+        self.power_source = self._power.source
+        scheduler = part.scheduler.registered_name
+        if self._power.source == "slurm" and scheduler not in ("slurm", "squeue"):
+            raise ValueError(
+                f"partition {part.fullname}: extras['power']['source'] is 'slurm' but its "
+                f"scheduler is {scheduler!r}; Slurm energy needs jobs run by Slurm"
+            )
+
+    @run_before("run", always_last=True)
+    def wrap_the_launch(self):
+        # Innermost, right around the launch: the benchmark's own wall time, which
+        # `sitebench perf harness` sets against the whole run's (the harness overhead).
+        if self._power:
+            self.sample_power()
+        self.prerun_cmds = self.prerun_cmds + LAUNCH_TIMER[0]
+        self.postrun_cmds = LAUNCH_TIMER[1] + self.postrun_cmds
+        self.keep_files = self.keep_files + [LAUNCH_FILE]
+
+    def sample_power(self):
+        # Last before the benchmark and first after it, around the checks' own commands.
+        prerun, postrun = sampler_commands(self._power, self.stagedir)
+        per_node = self.num_tasks_per_node
+        if prerun and per_node and self.num_tasks > per_node:
+            raise ValueError(
+                f"extras['power']['source'] {self._power.source!r} of partition "
+                f"{self.current_partition.fullname} reads one node and this run spans "
+                f"several: use source 'slurm' for multi-node runs"
+            )
+        self.prerun_cmds = self.prerun_cmds + prerun
+        self.postrun_cmds = postrun + self.postrun_cmds
+        # The samples stay with the run's output, where the figures can be checked.
+        self.keep_files = self.keep_files + [SAMPLES_FILE if prerun else SACCT_FILE]
+
+    @run_before("performance", always_last=True)
+    def add_energy_figures(self):
+        if not self._power or self.is_dry_run():
+            return
+        try:
+            energy = measure(self._power, self.stagedir, self.job.jobid)
+        except EnergyError as err:
+            self._power_error = str(err)
+            return
+        power = energy.power_w
+        figures = {
+            name: sn.make_performance_function(self.perf_variables[name] / power, unit)
+            for name, unit in self.energy_figures.items()
+        }
+        self.perf_variables["energy_j"] = sn.make_performance_function(
+            lambda: energy.energy_j, "J"
+        )
+        self.perf_variables["power_w"] = sn.make_performance_function(lambda: power, "W")
+        for name, figure in figures.items():
+            self.perf_variables[f"{name}_per_watt"] = figure
+
+    @run_after("performance", always_last=True)
+    def fail_on_power_error(self):
+        # After the benchmark's own figures were logged and judged, so they are kept.
+        if self._power and self._power_error:
+            raise PerformanceError(
+                f"no energy figures from extras['power'] source {self._power.source!r} of "
+                f"partition {self.current_partition.fullname}: {self._power_error}"
+            )
+
+    def selection_features(self):
+        """The partition features that select this check where a partition lists its checks:
+        ``check_<name>`` (class name without ``Check``, lower case: hpl, stream, npb,
+        osulatency, ...) and, for a check with a ``benchmark`` parameter, also
+        ``check_<name>_<benchmark>`` (check_npb_ep, check_parsec_blackscholes)."""
+        name = type(self).__name__.removesuffix("Check").lower()
+        features = [f"check_{name}"]
+        benchmark = getattr(self, "benchmark", None)
+        if isinstance(benchmark, str) and benchmark:
+            features.append(f"check_{name}_{benchmark}")
+        return features
+
+    def processor_cores(self):
+        proc = self.current_partition.processor
+        if not proc.num_cores:
+            raise ValueError(
+                f"partition {self.current_partition.fullname} has no processor topology: "
+                f"let ReFrame detect it (reframe --detect-host-topology) or set 'processor'"
+            )
+        return proc.num_cores
+
+    def binary(self, build, relpath):
+        """Path of a file in a build fixture's prefix; records the concrete spec."""
+        self.concrete_spec = build.concrete_spec()
+        return os.path.join(build.install_prefix(), relpath)
+
+    def stdout_text(self):
+        with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
+            return fp.read()
+
+
+def scheduler_verdict(job, stderr=""):
+    """Why the scheduler ended ``job`` (its state, else slurmstepd's line in ``stderr``)."""
+    return slurm.verdict(
+        getattr(job, "state", None), job.jobid, job.nodelist, stderr, job.time_limit
+    )
+
+
+def site_references():
+    """The references file of the current system (an absolute path)."""
+    for part in rt.runtime().system.partitions:
+        path = part.extras.get("references")
+        if path:
+            return path
+    # ReFrame looks it up under $RFM_REFERENCE_PREFIX or the check's directory.
+    return "references.yaml"

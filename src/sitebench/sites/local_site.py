@@ -1,0 +1,347 @@
+"""The embedded default site, ``local``: this machine, detected, nothing to edit.
+
+Detection writes the git-ignored files of ``site-configs/local/``:
+
+* ``spack/packages.yaml``: the compilers, MPI, BLAS and build tools found on
+  the machine as Spack externals (``spack compiler find``, ``spack external
+  find``), plus the STREAM array size derived from the last-level cache;
+* ``topology.json``: the CPU topology as ReFrame detects it.
+
+It runs once; ``sitebench detect --redetect`` (or deleting the files) redoes it.
+"""
+
+import json
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+
+from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
+from sitebench.common.files import reframe_executable, write_atomic
+from sitebench.sites.topology import last_level_cache_bytes
+
+SITE = "local"
+
+#: MPI, BLAS and what building HPL/STREAM needs. Each found one becomes a
+#: non-buildable external, so the suite builds without compiling a toolchain.
+DETECTED_PACKAGES = (
+    "openmpi mpich "
+    "autoconf automake libtool m4 pkgconf gmake cmake perl diffutils findutils tar xz bzip2 "
+    "gzip sed grep gawk file gettext libiconv zlib ncurses libxml2 zstd"
+).split()
+
+#: BLAS libraries Spack finds only when told the directory: distributions keep
+#: the versioned file (libopenblasp-r0.3.21.so) in a private directory behind
+#: an alternatives symlink (Debian: .../openblas-pthread/).
+BLAS_LIBRARIES = {"openblas": "libopenblas.so"}
+
+#: STREAM's rule: each array at least four times the last-level cache.
+STREAM_CACHE_FACTOR = 4
+
+
+def spack_dir():
+    return paths.site_config_dir(SITE) / "spack"
+
+
+def topology_file():
+    return paths.site_config_dir(SITE) / "topology.json"
+
+
+def is_detected():
+    return (spack_dir() / "packages.yaml").is_file() and topology_file().is_file()
+
+
+def detect_topology():
+    """ReFrame's host topology (the same detection its local partitions use)."""
+    reframe = reframe_executable()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "topology.json"
+        proc = subprocess.run(
+            [reframe, f"--detect-host-topology={out}"], capture_output=True, text=True, cwd=tmp
+        )
+        if proc.returncode != 0 or not out.is_file():  # includes "reframe" not installed
+            raise SitebenchError(
+                f"ReFrame could not detect this host's topology: {proc.stderr.strip()[-500:]}",
+                "check that /sys/devices/system/cpu is readable",
+            )
+        return json.loads(out.read_text())
+
+
+def stream_array_elements(topology, bytes_per_element=8):
+    """Elements per STREAM array: >= 4 x LLC, rounded up to a whole million."""
+    llc = last_level_cache_bytes(topology)
+    if not llc:
+        return 80_000_000  # no cache info: large enough for any LLC below 160 MiB
+    need = STREAM_CACHE_FACTOR * llc / bytes_per_element
+    return int(math.ceil(need / 1e6) * 1_000_000)
+
+
+def library_dirs(soname):
+    """Real directories of a shared library known to the dynamic linker."""
+    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    dirs = []
+    for line in proc.stdout.splitlines():
+        name, _, target = line.strip().partition(" => ")
+        if name.split(" ")[0] == soname and target:
+            real = os.path.dirname(os.path.realpath(target))
+            if real not in dirs:
+                dirs.append(real)
+    return dirs
+
+
+def _autoconf_archive_external():
+    """Debian/RPM autoconf-archive (Spack has no detection for it)."""
+    for prefix in ("/usr", "/usr/local"):
+        if not Path(prefix, "share/aclocal/ax_prog_cc_mpi.m4").is_file():
+            continue
+        for cmd in (
+            ["dpkg-query", "-W", "-f=${Version}", "autoconf-archive"],
+            ["rpm", "-q", "--qf", "%{VERSION}", "autoconf-archive"],
+        ):
+            if not shutil.which(cmd[0]):
+                continue
+            proc = subprocess.run(cmd, capture_output=True, text=True)
+            raw = proc.stdout.strip().split("-")[0]
+            if proc.returncode == 0 and len(raw) == 8 and raw.isdigit():
+                version = f"{raw[:4]}.{raw[4:6]}.{raw[6:]}"
+                return {
+                    "externals": [{"spec": f"autoconf-archive@{version}", "prefix": prefix}],
+                    "buildable": False,
+                }
+    return None
+
+
+def _mariadb_external():
+    """Distribution MariaDB (Spack's mariadb recipe has no detection), for ``sysbench ^mariadb``.
+
+    The version comes from the server (``mariadbd --version``: "Ver 10.11.19-MariaDB-0+deb12u1")
+    or the client (``mariadb --version``: "Distrib 10.11.19-MariaDB"); the prefix is the one
+    above the program's bin/ or sbin/. Building sysbench against it also needs the client
+    headers and ``mysql_config`` (Debian: libmariadb-dev libmariadb-dev-compat).
+    """
+    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
+    for program in ("mariadbd", "mariadb"):
+        exe = shutil.which(program, path=search)
+        if not exe:
+            continue
+        proc = subprocess.run([exe, "--version"], capture_output=True, text=True)
+        match = re.search(r"\b(\d+\.\d+\.\d+)-MariaDB", proc.stdout)
+        if proc.returncode == 0 and match:
+            prefix = os.path.dirname(os.path.dirname(os.path.realpath(exe)))
+            return {
+                "externals": [{"spec": f"mariadb@{match.group(1)}", "prefix": prefix}],
+                "buildable": False,
+            }
+    return None
+
+
+def spack_external_find(spack):
+    """Run Spack's own detection in a scratch scope; return the ``packages:`` it wrote.
+
+    That is what ``spack compiler find`` and ``spack external find`` (MPI, BLAS, build
+    tools) report, untouched: :func:`complete_packages` turns it into a site's config.
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        # The detection commands write to the user scope; point it at scratch,
+        # keeping the builtin repo from sitebench's own scope.
+        shutil.copy(spack.config_dir / "repos.yaml", scratch)
+
+        def run(*args):
+            proc = subprocess.run(
+                [spack.executable, *args],
+                env={**spack.environ(), "SPACK_USER_CONFIG_PATH": scratch},
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                raise SitebenchError(
+                    f"`spack {' '.join(args)}` failed: {proc.stderr.strip()[-1000:]}",
+                    "run it by hand with `./sitebench spack ...` to see why",
+                )
+
+        print("==> detecting compilers (spack compiler find)", file=sys.stderr)
+        run("compiler", "find", "--scope", "user")
+        print("==> detecting MPI, BLAS and build tools (spack external find)", file=sys.stderr)
+        run("external", "find", "--scope", "user", "--not-buildable", *DETECTED_PACKAGES)
+        for package, soname in BLAS_LIBRARIES.items():
+            search = [arg for d in library_dirs(soname) for arg in ("--path", d)]
+            if search:
+                run("external", "find", "--scope", "user", "--not-buildable", *search, package)
+        found = Path(scratch, "packages.yaml")
+        return (
+            (yaml.safe_load(found.read_text()) or {}).get("packages", {})
+            if found.is_file()
+            else {}
+        )
+
+
+#: What the suite needs from the machine: (what, Spack packages that provide it, Debian hint).
+TOOLCHAIN = (
+    ("mpi", ("openmpi", "mpich"), "apt-get install openmpi-bin libopenmpi-dev"),
+    ("blas", ("openblas",), "apt-get install libopenblas-dev"),
+)
+
+
+def found_compilers(packages):
+    """Names of the packages Spack found as compilers (``gcc``, ``llvm``, ...)."""
+    return [
+        name
+        for name, cfg in packages.items()
+        for ext in cfg.get("externals", [])
+        if ext.get("extra_attributes", {}).get("compilers")
+    ]
+
+
+def found_providers(packages, providers):
+    """Those of ``providers`` Spack found as externals."""
+    return [p for p in providers if packages.get(p, {}).get("externals")]
+
+
+def toolchain_gaps(packages):
+    """What the machine lacks (C compiler, MPI, BLAS), as (virtual, problem, fix), in order."""
+    gaps = []
+    if not found_compilers(packages):
+        gaps.append(
+            (
+                "compiler",
+                "Spack found no C compiler on this machine",
+                "install gcc (Debian: apt-get install gcc g++ gfortran) and rerun",
+            )
+        )
+    for virtual, providers, hint in TOOLCHAIN:
+        if not found_providers(packages, providers):
+            gaps.append(
+                (
+                    virtual,
+                    f"Spack found no {virtual.upper()} library on this machine "
+                    f"({', '.join(providers)})",
+                    f"install one (Debian: {hint}) and rerun, or describe the site by hand "
+                    f"in site-configs/<site>/",
+                )
+            )
+    return gaps
+
+
+def extra_externals():
+    """Externals Spack cannot detect itself: autoconf-archive, reference BLAS, MariaDB."""
+    extras = {}
+    for name, find in (
+        ("autoconf-archive", _autoconf_archive_external),
+        ("netlib-lapack", _reference_blas_external),
+        ("mariadb", _mariadb_external),
+    ):
+        found = find()
+        if found:
+            extras[name] = found
+    return extras
+
+
+def complete_packages(packages, extras):
+    """Spack's detection (``packages``) made a site's config: MPI required, the machine's
+    BLAS preferred, ``extras`` (:func:`extra_externals`) added, python dropped."""
+    mpi_found = found_providers(packages, TOOLCHAIN[0][1])
+    if mpi_found:
+        packages.setdefault("mpi", {})["require"] = [mpi_found[0]]
+    blas_found = found_providers(packages, TOOLCHAIN[1][1])
+    if blas_found:
+        # Prefer the machine's BLAS, but keep the virtual buildable: a spec may
+        # still ask for another provider (hpl level=1 builds the reference BLAS).
+        preferred = packages.setdefault("all", {}).setdefault("providers", {})
+        for name in ("blas", "lapack"):
+            packages.pop(name, None)
+            preferred[name] = [blas_found[0]]
+    packages.update(extras)
+    # Debian's python shims (pyenv) and similar are not wanted; nothing here needs python.
+    packages.pop("python", None)
+    return packages
+
+
+def detect_spack_packages(spack):
+    """Run Spack's own detection in a scratch scope and return packages: {...}."""
+    packages = spack_external_find(spack)
+    gaps = toolchain_gaps(packages)
+    if gaps:
+        raise SitebenchError(gaps[0][1], gaps[0][2])
+    return complete_packages(packages, extra_externals())
+
+
+def write_environment(env_dir, specs, our_repo=True, **settings):
+    """Write ``env_dir/spack.yaml``: ``specs`` on the local site's Spack config.
+
+    ``our_repo`` registers the sitebench package repository (off to get Spack's
+    builtin recipes only); ``settings`` are further keys of the ``spack:`` section
+    (``concretizer``, ``packages``, ``config``, ...).
+    """
+    config = {"include": [str(spack_dir())], "specs": list(specs), "view": False, **settings}
+    if our_repo:
+        config["repos"] = {"sitebench": str(paths.ROOT / "spack-repo/spack_repo/sitebench")}
+    env_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(env_dir / "spack.yaml", yaml.safe_dump({"spack": config}, sort_keys=False))
+    return env_dir
+
+
+def detect(spack, redetect=False):
+    """Detect the local site once; return the topology."""
+    if is_detected() and not redetect:
+        return json.loads(topology_file().read_text())
+    topology = detect_topology()
+    packages = detect_spack_packages(spack)
+    elements = stream_array_elements(topology)
+    packages["stream"] = {"require": [f"stream_array_size={elements}"]}
+    spack_dir().mkdir(parents=True, exist_ok=True)
+    write_atomic(
+        spack_dir() / "packages.yaml",
+        "# Detected on this machine by `sitebench detect`; not in git. Redo with\n"
+        "# `./sitebench detect --redetect`. STREAM arrays: "
+        f"{STREAM_CACHE_FACTOR} x last-level cache.\n"
+        + yaml.safe_dump({"packages": packages}, sort_keys=False),
+    )
+    write_atomic(topology_file(), json.dumps(topology, indent=2) + "\n")
+    return topology
+
+
+def _reference_blas_external():
+    """Debian's reference BLAS/LAPACK (libblas3, liblapack3) as netlib-lapack.
+
+    Debian installs them in private directories behind the libblas.so.3
+    alternative, which usually points at OpenBLAS: linking -lblas from /usr
+    would run OpenBLAS. The external's prefix is a directory of symlinks to
+    the reference libraries, and binaries get an RPATH to it.
+    """
+    triplet = subprocess.run(
+        ["gcc", "-print-multiarch"], capture_output=True, text=True
+    ).stdout.strip()
+    libdir = Path("/usr/lib", triplet)
+    blas, lapack = libdir / "blas" / "libblas.so.3", libdir / "lapack" / "liblapack.so.3"
+    if not (triplet and blas.is_file() and lapack.is_file() and shutil.which("dpkg-query")):
+        return None
+    proc = subprocess.run(
+        ["dpkg-query", "-W", "-f=${Version}", "libblas3"], capture_output=True, text=True
+    )
+    version = proc.stdout.strip().split("-")[0]
+    if proc.returncode != 0 or not version:
+        return None
+    farm = paths.state_dir() / "externals" / "netlib-lapack"
+    (farm / "lib").mkdir(parents=True, exist_ok=True)
+    for name, target in (
+        ("libblas.so", blas),
+        ("libblas.so.3", blas),
+        ("liblapack.so", lapack),
+        ("liblapack.so.3", lapack),
+    ):
+        link = farm / "lib" / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(target.resolve())
+    return {
+        "externals": [
+            {"spec": f"netlib-lapack@{version}~external-blas+shared~lapacke", "prefix": str(farm)}
+        ],
+        "buildable": False,
+    }

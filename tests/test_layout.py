@@ -1,0 +1,136 @@
+"""The package tree: one package per stage of the loop, imports in one direction only,
+one module per command, a Site resolved once."""
+
+import ast
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
+
+SRC = ROOT / "src" / "sitebench"
+
+#: The packages in the order of the loop; a module may import from its own package and
+#: from the packages before it, never from one after it (the CLI, last, from all).
+ORDER = (
+    "common",
+    "services",
+    "spack",
+    "sites",
+    "parsers",
+    "run",
+    "results",
+    "report",
+    "nightly",
+    "perf",
+    "cli",
+)
+
+
+def package_of(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "sitebench" else None
+
+
+def imports(path):
+    """Every sitebench package a module imports, at its top or inside a function."""
+    tree = ast.parse(path.read_text())
+    here = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(package_of(a.name) for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: within its own package
+                found.add(package_of(here))
+            elif node.module == "sitebench":
+                found.update(a.name for a in node.names)
+            else:
+                found.add(package_of(node.module))
+    return found - {None, "__version__"}
+
+
+def test_every_module_lives_in_a_stage_package():
+    loose = [p.name for p in SRC.glob("*.py") if p.name not in ("__init__.py", "__main__.py")]
+    assert loose == [], f"modules outside a stage package: {loose}"
+    packages = sorted(p.name for p in SRC.iterdir() if (p / "__init__.py").is_file())
+    assert set(packages) <= set(ORDER), set(packages) - set(ORDER)
+    for name in packages:
+        doc = ast.get_docstring(ast.parse((SRC / name / "__init__.py").read_text()))
+        assert doc, f"sitebench/{name}/__init__.py says in its docstring which stage it serves"
+
+
+def test_imports_go_one_way_along_the_loop():
+    backwards = []
+    for path in sorted(SRC.rglob("*.py")):
+        rel = path.relative_to(SRC)
+        if len(rel.parts) < 2:
+            continue
+        mine = ORDER.index(rel.parts[0])
+        for pkg in imports(path):
+            if pkg in ORDER and ORDER.index(pkg) > mine:
+                backwards.append(f"{rel} imports sitebench.{pkg}")
+    assert backwards == []
+
+
+def test_the_check_catches_a_backward_import(tmp_path):
+    module = SRC / "spack" / "_probe_backwards.py"
+    module.write_text("from sitebench.results import store  # noqa: F401\n")
+    try:
+        with pytest.raises(AssertionError, match="spack/_probe_backwards.py imports"):
+            test_imports_go_one_way_along_the_loop()
+    finally:
+        module.unlink()
+
+
+def test_one_module_per_command_each_with_its_parser():
+    from sitebench import cli
+
+    modules = cli.modules()
+    files = {p.stem for p in (SRC / "cli").glob("*.py")} - {"__init__", "common"}
+    assert {m.__name__.rsplit(".", 1)[1] for m in modules} == files
+    for module in modules:
+        assert module.description and module.__doc__, module.__name__
+        assert callable(module.setup_parser) and callable(module.command), module.__name__
+    # __init__ only dispatches: no command is defined there.
+    tree = ast.parse((SRC / "cli" / "__init__.py").read_text())
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert defined == {"modules", "parser", "main"}
+    helps = subprocess.run(
+        [sys.executable, "-m", "sitebench", "--help"], capture_output=True, text=True, cwd=ROOT
+    )
+    for module in modules:
+        assert module.__name__.rsplit(".", 1)[1].replace("_", "-") in helps.stdout
+
+
+def test_a_site_is_resolved_once_with_its_folders(tmp_path, monkeypatch):
+    from sitebench.sites.site import Site
+
+    site = Site.resolve("local-slurm")
+    assert site.environment == "local" and site.on_local_cluster and site.detected_here
+    assert site.environment_dir == ROOT / "environments" / "local"
+    assert site.references == ROOT / "site-configs/local-slurm/references.yaml"
+    # The sites' root override moves every site path.
+    (tmp_path / "site-configs/elsewhere").mkdir(parents=True)
+    (tmp_path / "site-configs/elsewhere/reframe.py").write_text("site_configuration = {}\n")
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(tmp_path))
+    other = Site.resolve("elsewhere")
+    assert other.config_dir == tmp_path / "site-configs/elsewhere"
+    assert other.environment_dir == tmp_path / "environments/elsewhere"
+    assert paths.site_config_dir("x") == tmp_path / "site-configs/x"
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "name, message",
+    [("nowhere", "unknown site 'nowhere'"), ("../etc", "invalid site name"), ("", "invalid")],
+)
+def test_a_bad_site_is_refused_naming_the_fix(name, message):
+    from sitebench.sites.site import Site
+
+    with pytest.raises(SitebenchError, match=message) as err:
+        Site.resolve(name)
+    assert err.value.fix
