@@ -8,6 +8,15 @@
       qemu_cpu: neoverse-n1         # the CPU QEMU emulates (QEMU_CPU)
       debian_arch: arm64            # optional, debootstrap --arch (default arm64)
       reframe_args: [-S, HplCheck.n=2048]   # optional, given to every run of the site
+    nightly:               # ./sitebench nightly (all optional)
+      logs: /var/log/sitebench     # a log per night (default .sitebench/nightly/<site>/logs)
+      keep: 30                     # nights of logs kept (default 30)
+      alert: "mail -s 'sitebench {site}' hpc-admins@example.org"   # gets the night's
+                                   # summary on stdin when it failed, drifted or did not run
+    results:               # where ./sitebench publish sends this site's runs (optional)
+      remote: origin               # a remote of this checkout (default), or the URL or path
+                                   # of a separate results repository
+      branch: main                 # default: the remote's default branch
 
 A site without the file builds with its own environment and runs where its ReFrame
 configuration says.
@@ -19,7 +28,58 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
 
-KEYS = {"environment": str, "slurm_cluster": bool, "emulation": dict}
+KEYS = {
+    "environment": str,
+    "slurm_cluster": bool,
+    "emulation": dict,
+    "nightly": dict,
+    "results": dict,
+}
+
+#: ``nightly:`` and ``results:`` keys -> (type, example); all optional.
+SECTION_KEYS = {
+    "nightly": {
+        "logs": (str, "logs: /var/log/sitebench"),
+        "keep": (int, "keep: 30"),
+        "alert": (str, "alert: \"mail -s 'sitebench {site}' admins@example.org\""),
+    },
+    "results": {
+        "remote": (str, "remote: origin"),
+        "branch": (str, "branch: main"),
+    },
+}
+
+
+def section_problems(rel, section, values):
+    """[(key, problem, fix)] of a ``nightly:`` or ``results:`` mapping."""
+    keys = SECTION_KEYS[section]
+    found = []
+    for key, value in values.items():
+        if key not in keys:
+            found.append(
+                (
+                    f"{section}.{key}",
+                    f"{rel}: {section}: unknown key {key!r}",
+                    f"keys: {', '.join(keys)}",
+                )
+            )
+            continue
+        kind, example = keys[key]
+        bad = not isinstance(value, kind) or isinstance(value, bool)
+        if kind is str and not bad and not value.strip():
+            bad = True
+        if kind is int and not bad and value < 1:
+            bad = True
+        if bad:
+            found.append(
+                (
+                    f"{section}.{key}",
+                    f"{rel}: {section}: {key} is {value!r}, expected "
+                    + ("a positive whole number" if kind is int else "a non-empty string"),
+                    f"e.g. {example}",
+                )
+            )
+    return found
 
 #: ``emulation:`` keys -> (type, required). An emulated site's timings are the emulator's.
 EMULATION_KEYS = {
@@ -120,6 +180,9 @@ def problems(site):
             )
     if not found and "emulation" in data:
         found += emulation_problems(rel, data["emulation"])
+    for section in SECTION_KEYS:
+        if not found and section in data:
+            found += section_problems(rel, section, data[section])
     if found:
         return defaults, found
     settings = {**defaults, **data}
