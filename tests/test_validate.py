@@ -200,3 +200,30 @@ def test_runner_prepare_validates_first(good_root, tmp_path, monkeypatch):
     with pytest.raises(SitebenchError, match="no figure 'Traid'"):
         runner.prepare(Site.resolve("good"))
     assert paths.site_config_dir("good") == root / "site-configs" / "good"
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "text, key, message",
+    [
+        ("nightly: {keep: 0}\n", "nightly.keep", "expected a positive whole number"),
+        ("nightly: {keep: true}\n", "nightly.keep", "expected a positive whole number"),
+        ("nightly: {alert: ''}\n", "nightly.alert", "expected a non-empty string"),
+        ("nightly: {when: '02:00'}\n", "nightly.when", "unknown key 'when'"),
+        ("results: {remote: 5}\n", "results.remote", "expected a non-empty string"),
+        ("results: {branch: ''}\n", "results.branch", "expected a non-empty string"),
+    ],
+)
+def test_bad_nightly_and_results_settings_are_named_with_their_fix(
+    tmp_path, monkeypatch, text, key, message
+):
+    from sitebench.sites import site_settings
+
+    site = tmp_path / "site-configs" / "x"
+    site.mkdir(parents=True)
+    (site / "site.yaml").write_text(text)
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(tmp_path))
+    _settings, found = site_settings.problems("x")
+    assert [f[0] for f in found] == [key]
+    fix = "keys: " if "unknown" in message else "e.g. "
+    assert message in found[0][1] and found[0][2].startswith(fix)
