@@ -15,6 +15,9 @@ from sitebench.common.errors import SitebenchError
 #: Command modules, in the order ``--help`` lists them (module name: ``-`` as ``_``).
 COMMANDS = (
     "run",
+    "nightly",
+    "publish",
+    "pull",
     "compare",
     "regressions",
     "references",

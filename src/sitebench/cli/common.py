@@ -21,3 +21,14 @@ def add_site_argument(p, default="local", positional=False):
         p.add_argument(
             "--site", default=default, help=f"site under site-configs/ (default: {default})"
         )
+
+
+def add_stale_days(p):
+    p.add_argument(
+        "--stale-days",
+        type=float,
+        default=3,
+        metavar="N",
+        help="name the sites whose newest run is older than N days (default 3): a site that "
+        "stopped running or publishing",
+    )

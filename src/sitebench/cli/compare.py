@@ -2,7 +2,7 @@
 SITE/RUN or SITE@SINCE..UNTIL (ISO 8601 UTC; an end may be empty). Per figure: runs,
 median, IQR, B/A and a two-sided Mann-Whitney U test (p < 0.01: beyond noise)."""
 
-from sitebench.cli.common import warn
+from sitebench.cli.common import add_stale_days, warn
 
 description = "compare two sites, partitions, runs or time ranges from results/"
 
@@ -17,13 +17,23 @@ def setup_parser(p):
         help="also compare each case's job wall time (submit to finish): between a site "
         "and the same machine behind a scheduler, the scheduler's overhead per check",
     )
+    add_stale_days(p)
 
 
 def command(args):
     from sitebench.results.compare import Side, compare, render
 
     a, b = Side.parse(args.a), Side.parse(args.b)
+    from sitebench.results.staleness import describe, stale_sites
+
     table = compare(a, b, job_wall=args.job_wall, warn=warn)
+    # Sites that stopped publishing: a caveat for the compared ones, a warning for the rest.
+    compared = {a.site, b.site}
+    for site, when in stale_sites(days=args.stale_days):
+        if site in compared:
+            table.attrs.setdefault("caveats", []).append(describe(site, when))
+        else:
+            warn(describe(site, when))
     print(render(table, args.a, args.b, args.format))
     if args.format == "csv":
         for caveat in table.attrs.get("caveats", []):

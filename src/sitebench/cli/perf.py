@@ -11,10 +11,12 @@ def setup_parser(p):
         "benchmark",
         nargs="?",
         default="all",
-        choices=("all", "hpl", "stream", "store", "harness", "first-result"),
+        choices=("all", "hpl", "stream", "store", "exchange", "harness", "first-result"),
         help="all (default): each below in turn, then a table of every ratio; hpl: our HPL "
         "against hpcc, Spack's builtin and DGEMM; stream: our STREAM against Spack's builtin "
         "and hpcc's SingleSTREAM; store: the results store on 10 million synthetic figures; "
+        "exchange: publish, pull and the store's refresh in a results repository of 10 "
+        "sites x 1 year of runs; "
         "harness: the quick suite's wall time against its benchmarks' own, a no-change "
         "install against the first; first-result: a fresh clone to its first figure",
     )

@@ -1,6 +1,6 @@
 """A static HTML report of results/: plots and provenance in one file, no server needed."""
 
-from sitebench.cli.common import shown
+from sitebench.cli.common import add_stale_days, shown
 from sitebench.common import paths
 
 description = "a static HTML report of results/ (plots, provenance), one file"
@@ -13,11 +13,12 @@ def setup_parser(p):
         help="where to write it (default: .sitebench/report/index.html; never in results/)",
     )
     p.add_argument("--site", action="append", help="only this site (repeatable)")
+    add_stale_days(p)
 
 
 def command(args):
     from sitebench import report
 
-    out = report.build(args.out, sites=args.site or None)
+    out = report.build(args.out, sites=args.site or None, stale_days=args.stale_days)
     print(f"report written to {shown(out)} (one file; open it in a browser, no server needed)")
     return 0

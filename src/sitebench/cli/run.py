@@ -3,8 +3,7 @@ results/<site>/ and print it against the site's references and its recent histor
 
 import argparse
 
-from sitebench.cli.common import add_site_argument, shown, warn
-from sitebench.common.errors import SitebenchError
+from sitebench.cli.common import add_site_argument, warn
 
 description = "build, run and store the suite on a site"
 
@@ -19,25 +18,11 @@ def setup_parser(p):
     )
 
 
-def drift_of(run_dir):
-    """The stored run against its site's history (a line; never fails the run)."""
-    from sitebench.results import regress
-
-    try:
-        site, run = run_dir.parent.name, run_dir.name
-        _, earlier, df = regress.check_site(site, run, warn=warn)
-        return regress.render(site, run, earlier, df)
-    except SitebenchError as err:
-        return f"drift from history: not judged ({err})"
-
-
 def command(args):
-    from sitebench.results import record, summary
+    from sitebench.nightly.suite import run_once
     from sitebench.sites.site import Site
 
-    run_dir, code = record.run_and_store(Site.resolve(args.site), args.scale, args.reframe_args)
-    print("\n==> stored " + shown(run_dir))
-    print(summary.summarize(run_dir))
-    print(drift_of(run_dir))
+    outcome = run_once(Site.resolve(args.site), args.scale, args.reframe_args, warn=warn)
+    code = outcome.code
     # A run ended by a signal (Ctrl-C: 130) says so; otherwise 1 is "a check failed".
     return code if code >= 128 else (0 if code == 0 else 1)

@@ -68,6 +68,9 @@ GOALS = {
     "compare time / 2 s": ("<=", 1.0),
     "references time / 2 s": ("<=", 1.0),
     "regressions time / 2 s": ("<=", 1.0),
+    "publish time / 10 s": ("<=", 1.0),
+    "pull time / 10 s": ("<=", 1.0),
+    "refresh time / 2 s": ("<=", 1.0),
 }
 
 

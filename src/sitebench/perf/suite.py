@@ -32,6 +32,12 @@ def _store(args):
     return store_bench.bench(args.rounds), store_bench.render
 
 
+def _exchange(args):
+    from sitebench.perf import exchange_bench
+
+    return exchange_bench.bench(rounds=args.rounds), exchange_bench.render
+
+
 def _harness(args):
     from sitebench.perf import harness
 
@@ -52,6 +58,7 @@ BENCHMARKS = {
     "hpl": _hpl,
     "stream": _stream,
     "store": _store,
+    "exchange": _exchange,
     "harness": _harness,
     "first-result": _first_result,
 }

@@ -36,16 +36,36 @@ def _block(section):
     for note in section.notes:
         kind = "sb-empty" if section.empty else "sb-note"
         text += f'<p class="{kind}">{html.escape(note)}</p>'
+    if section.table is not None:
+        text += _table_html(section.table)
     return Block(section.anchor, section.title, text, [c.to_dict() for c in section.charts])
 
 
-def make(sites=None, results_root=None, store_dir=None, progress=False, warn=None):
+def _table_html(table):
+    """A DataFrame as a plain HTML table, numbers to 4 significant digits."""
+
+    def cell(value):
+        if isinstance(value, float):
+            return "" if value != value else f"{value:.4g}"
+        return html.escape("" if value is None else str(value))
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in table.columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in row) + "</tr>"
+        for row in table.itertuples(index=False)
+    )
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def make(
+    sites=None, results_root=None, store_dir=None, progress=False, warn=None, stale_days=None
+):
     """The report as a :class:`Report` (nothing written but the store's index)."""
     found = report_data.load(sites, results_root, store_dir, progress, warn)
     blocks = [_block(s) for s in build_sections(found)]
     count = sum(len(b.specs) for b in blocks)
     page, ids = assemble(
-        "sitebench report", header(found, count), blocks, provenance_table(found.runs)
+        "sitebench report", header(found, count, stale_days), blocks, provenance_table(found.runs)
     )
     return Report(html=page, chart_ids=ids, skipped=found.skipped, runs=len(found.runs))
 
@@ -77,14 +97,15 @@ def write(report, out_path, results_root=None):
     return out
 
 
-def build(out_path, sites=None, results_root=None, store_dir=None, progress=True):
+def build(out_path, sites=None, results_root=None, store_dir=None, progress=True, stale_days=None):
     """Write the report of ``sites`` (default: all) to ``out_path``; return its path.
 
     ``results_root``: the results directory (default: the project's results/);
     ``store_dir``: the store's index for it (default: :func:`sitebench.results.store.store_dir`);
-    ``progress``: a progress bar on stderr while reading runs (only on a terminal).
+    ``progress``: a progress bar on stderr while reading runs (only on a terminal);
+    ``stale_days``: name the sites whose newest run is older (default 3 days).
     """
     _outside_results(out_path, results_root)
     show = bool(progress) and sys.stderr.isatty()
-    report = make(sites, results_root, store_dir, progress=show)
+    report = make(sites, results_root, store_dir, progress=show, stale_days=stale_days)
     return write(report, out_path, results_root)

@@ -7,6 +7,8 @@ from html import escape
 
 import pandas as pd
 
+from sitebench.results.staleness import DEFAULT_DAYS, describe, stale_sites
+
 from .data import run_anchor
 
 
@@ -22,8 +24,9 @@ def _version(prov, key):
     return " ".join(str(v) for v in (version, commit and str(commit)[:10]) if v) or "?"
 
 
-def header(data, chart_count):
-    """Title, generation time, the sites and runs read, skipped runs, caveats."""
+def header(data, chart_count, stale_days=None):
+    """Title, generation time, the sites and runs read, skipped runs, caveats (emulated sites,
+    sites whose newest run is older than ``stale_days``)."""
     runs = data.runs
     lines = [
         "<h1>sitebench report</h1>",
@@ -57,6 +60,11 @@ def header(data, chart_count):
             f'<p class="sb-note">Caveat: {escape(", ".join(emulated))} '
             f"{'is' if len(emulated) == 1 else 'are'} emulated (its provenance says so): its "
             "timings mean nothing for speed, only that the benchmarks run.</p>"
+        )
+    days = DEFAULT_DAYS if stale_days is None else stale_days
+    for site, when in stale_sites(data.results_root, days, data.generated, set(data.sites)):
+        lines.append(
+            f'<p class="sb-note">Caveat: {escape(describe(site, when, data.generated))}</p>'
         )
     if data.skipped:
         items = "".join(f"<li><code>{escape(s)}</code></li>" for s in data.skipped)

@@ -184,6 +184,9 @@ def slurm_conf(cluster, layout):
         "SchedulerType=sched/backfill",
         # The default 3 s delay would add 3 s to every job of a ReFrame run.
         "SchedulerParameters=batch_sched_delay=0",
+        # scrontab (Slurm >= 20.11): `sitebench nightly install --via scrontab` makes the
+        # nightly run a Slurm job of its own.
+        "ScronParameters=enable",
         "MpiDefault=pmix",
         # A node whose slurmd comes back is usable again without scontrol.
         "ReturnToService=2",

@@ -1,0 +1,223 @@
+"""One night: the lock, the suite (as ``./sitebench run``), drift, publishing, the alert and
+the log, ending in one of the exit codes of :mod:`.codes`.
+
+SIGTERM and SIGHUP end the night as Ctrl-C does: ReFrame, when running, is stopped by the
+run stage and the partial run stored marked partial; anywhere else the night stops where it
+is. Either way the lock is released, the alert says so and the exit code is 128 + signal.
+"""
+
+import signal
+import socket
+import sys
+import time
+import traceback
+
+from sitebench.common.errors import SitebenchError
+from sitebench.common.names import check_name
+from sitebench.nightly import alert, codes, logs
+from sitebench.nightly.lock import AlreadyRunning, hold
+from sitebench.common.paths import shown
+from sitebench.nightly.suite import run_once
+
+
+class Stopped(BaseException):
+    """A SIGTERM or SIGHUP arrived (raised like KeyboardInterrupt, never caught as an
+    ordinary error)."""
+
+    def __init__(self, signame):
+        super().__init__(signame)
+        self.signame = signame
+
+
+def _raise_stopped(signum, _frame):
+    raise Stopped(signal.Signals(signum).name)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _handle(handler):
+    """Set ``handler`` for SIGTERM and SIGHUP; return the previous ones (none off the main
+    thread, where Python allows no handlers)."""
+    try:
+        return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    except ValueError:
+        return {}
+
+
+def publish_run(site, publisher):
+    """("published ..." or "not published: <reason>", ok?) for the site's new runs."""
+    from sitebench.results.exchange import publish
+
+    try:
+        result = (publisher or publish)(site.name)
+    except SitebenchError as err:
+        return f"not published: {err.problem}" + (f" ({err.fix})" if err.fix else ""), False
+    if result.published:
+        runs = ", ".join(result.runs) or "no new run"
+        return f"published: {runs}" + (f" (commit {result.commit})" if result.commit else ""), True
+    return f"not published: {result.reason or 'no reason given'}", False
+
+
+def _stamp(t):
+    return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t))
+
+
+def _unloadable(site_name, err):
+    """A site whose settings cannot be read: a log in the default place when the site
+    exists (no alert: its alert command is among the unreadable settings)."""
+    print(f"sitebench nightly: could not run: {err.problem}", file=sys.stderr)
+    if err.fix:
+        print(f"  fix: {err.fix}", file=sys.stderr)
+    try:
+        check_name("site", site_name)
+    except SitebenchError:
+        return codes.NOT_RUN
+    from sitebench.common import paths
+
+    if not (paths.site_config_dir(site_name) / "reframe.py").is_file():
+        return codes.NOT_RUN
+    log = logs.new_log(logs.logs_dir(site_name, {}))
+    with open(log, "a") as f:
+        f.write(f"sitebench nightly: {site_name}: could not run: {err}\n")
+        f.write(logs.verdict_line(codes.verdict(codes.NOT_RUN), codes.NOT_RUN) + "\n")
+    print(f"  log: {log}", file=sys.stderr)
+    return codes.NOT_RUN
+
+
+def run_night(
+    site_name, scale="quick", reframe_args=(), publish=True, suite=None, publisher=None, echo=None
+):
+    """Run one night of ``site_name``; return its exit code (:mod:`.codes`).
+
+    ``suite(site, scale, reframe_args) -> Outcome`` runs and stores the suite (default
+    :func:`.suite.run_once`, what ``./sitebench run`` does); ``publisher(site_name) ->
+    Published`` publishes (default ``sitebench.results.exchange.publish``). Tests give
+    their own.
+    """
+    from sitebench.sites.site import Site
+
+    suite = suite or run_once
+    try:
+        site = Site.resolve(site_name)
+    except SitebenchError as err:
+        return _unloadable(site_name, err)
+    directory = logs.logs_dir(site.name, site.settings)
+    log = logs.new_log(directory)
+    started = time.time()
+    with logs.capture(log, echo) as say:
+        say(
+            f"sitebench nightly: {site.name} on {socket.gethostname()}, started "
+            f"{_stamp(started)}, scale {scale}"
+            + (f", ReFrame options {' '.join(reframe_args)}" if reframe_args else "")
+        )
+        say(f"log: {log}")
+        lines, code = _night(site, scale, reframe_args, publish, suite, publisher, say)
+        late = []
+        previous = _handle(lambda signum, _f: late.append(signal.Signals(signum).name))
+        try:
+            word = codes.verdict(code)
+            head = (
+                f"sitebench nightly: {site.name} on {socket.gethostname()}: {word} "
+                f"(exit {code})"
+            )
+            report = "\n".join(
+                [
+                    head,
+                    f"started {_stamp(started)}, ended {_stamp(time.time())}",
+                    *lines,
+                    f"log: {log}",
+                ]
+            )
+            if code != codes.PASSED:
+                alert.send(alert.command_of(site.name, site.settings), report + "\n", say)
+            if late:
+                say(f"(received {', '.join(late)} while finishing; the night ended anyway)")
+            say(logs.verdict_line(word, code))
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+    removed = logs.rotate(directory, logs.keep_of(site.settings))
+    if not (sys.stdout.isatty() if echo is None else echo):
+        # Where the scheduler collects stdout: one line per night.
+        print(
+            f"sitebench nightly: {site.name}: {codes.verdict(code)} (exit {code}); log {log}"
+            + (f"; {len(removed)} old log(s) removed" if removed else ""),
+            flush=True,
+        )
+    return code
+
+
+def _night(site, scale, reframe_args, publish, suite, publisher, say):
+    """The night under its lock: ([lines for the alert], exit code)."""
+    lines = []
+    previous = _handle(_raise_stopped)
+    try:
+        try:
+            with hold(site.name) as holder:
+                say(f"lock: held ({holder})")
+                return _locked(site, scale, reframe_args, publish, suite, publisher, say)
+        except AlreadyRunning as err:
+            lines.append(f"did not start: {err.problem}")
+            say(f"sitebench nightly: {err.problem}")
+            return lines, codes.ALREADY_RUNNING
+        except KeyboardInterrupt:
+            return _stopped("SIGINT", say)
+        except Stopped as stop:
+            return _stopped(stop.signame, say)
+        except Exception as err:  # a bug: said, with its traceback, never a silent night
+            say(traceback.format_exc().rstrip())
+            line = f"sitebench failed: {type(err).__name__}: {err} (traceback in the log)"
+            say(f"sitebench nightly: {line}")
+            return [line], codes.CRASHED
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _stopped(signame, say):
+    line = (
+        f"interrupted ({signame}) before a run was stored; the lock is released, "
+        "nothing was published"
+    )
+    say(f"sitebench nightly: {line}")
+    return [line], codes.interrupted(signame)
+
+
+def _locked(site, scale, reframe_args, publish, suite, publisher, say):
+    lines = []
+    try:
+        outcome = suite(site, scale, reframe_args)
+    except SitebenchError as err:
+        line = f"could not run: {err.problem}" + (f"\n  fix: {err.fix}" if err.fix else "")
+        say(f"sitebench nightly: {line}")
+        return [line], codes.NOT_RUN
+    run = shown(outcome.run_dir)
+    if outcome.code > codes.INTERRUPTED_BASE:
+        signame = codes.verdict(outcome.code).split("(")[-1].rstrip(")")
+        line = (
+            f"interrupted ({signame}): the partial run is stored in {run}, marked partial; "
+            "the lock is released, nothing was published (the next publish sends it)"
+        )
+        say(f"sitebench nightly: {line}")
+        return [line, outcome.summary], outcome.code
+    failed = outcome.code != 0
+    lines.append(
+        f"run: {run} (ReFrame exit {outcome.code}"
+        + (", a check failed" if failed else "")
+        + (f", {outcome.worse} figure(s) drifted worse" if outcome.worse else "")
+        + ")"
+    )
+    lines += [outcome.summary, outcome.drift]
+    code = codes.FAILED if failed or outcome.worse else codes.PASSED
+    if not publish:
+        said, ok = "not published: --no-publish", True
+    elif not site.settings.get("results"):
+        said, ok = "not published: no results remote configured (site.yaml results:)", True
+    else:
+        said, ok = publish_run(site, publisher)
+    say(said)
+    lines.append(said)
+    if not ok and code == codes.PASSED:
+        code = codes.NOT_PUBLISHED
+    return lines, code

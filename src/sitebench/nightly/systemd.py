@@ -1,0 +1,121 @@
+"""The schedule as a systemd timer and its service: user units in
+``$XDG_CONFIG_HOME/systemd/user`` (default ``~/.config/systemd/user``), or system units in
+``/etc/systemd/system`` (``--system``). Where systemctl works (systemd is PID 1) the timer
+is reloaded and enabled; elsewhere the units are written and the command to enable them
+is printed."""
+
+import os
+import subprocess
+from pathlib import Path
+
+from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
+from sitebench.nightly import schedule
+
+MARK = "# Written by ./sitebench nightly install; removed by ./sitebench nightly remove"
+
+
+def unit_dir(system):
+    if system:
+        return Path("/etc/systemd/system")
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "systemd" / "user"
+
+
+def unit_name(site):
+    return f"sitebench-nightly-{site}"
+
+
+def _escape(value):
+    """A value in a unit file: % and $ taken literally, quoted for systemd's parser."""
+    value = value.replace("%", "%%").replace("$", "$$").replace("\\", "\\\\")
+    return '"' + value.replace('"', '\\"') + '"'
+
+
+def _plain(path):
+    """A path setting (no quoting in systemd's syntax): only % escaped."""
+    return str(path).replace("%", "%%")
+
+
+def service(site, logs_dir, scale="quick", reframe_args=()):
+    log = schedule.scheduled_log(logs_dir)
+    env = "\n".join(
+        f"Environment={_escape(f'{k}={v}')}" for k, v in schedule.environment().items()
+    )
+    run = " ".join(_escape(a) for a in schedule.run_arguments(site, scale, reframe_args))
+    return (
+        f"{MARK}\n[Unit]\nDescription=sitebench nightly run of site {site}\n\n"
+        f"[Service]\nType=oneshot\nWorkingDirectory={_plain(paths.ROOT)}\n{env}\n"
+        f"ExecStart={run}\nStandardOutput=append:{_plain(log)}\n"
+        f"StandardError=append:{_plain(log)}\n"
+        # A Ctrl-C-like stop: the night stores its partial run and says so.
+        "KillSignal=SIGTERM\nTimeoutStopSec=300\n"
+    )
+
+
+def timer(site, hour, minute):
+    return (
+        f"{MARK}\n[Unit]\nDescription=sitebench nightly run of site {site} at "
+        f"{hour:02d}:{minute:02d}\n\n[Timer]\nOnCalendar=*-*-* {hour:02d}:{minute:02d}:00\n"
+        f"Unit={unit_name(site)}.service\n\n[Install]\nWantedBy=timers.target\n"
+    )
+
+
+def files(site, system):
+    d, name = unit_dir(system), unit_name(site)
+    return d / f"{name}.service", d / f"{name}.timer"
+
+
+def systemctl(system, *args):
+    """(worked?, what systemctl said)."""
+    cmd = [schedule.program("systemd")] + ([] if system else ["--user"]) + list(args)
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    return proc.returncode == 0, (proc.stderr or proc.stdout).strip()
+
+
+def installed(site, system=False):
+    return [p for p in files(site, system) if p.is_file()]
+
+
+def install(
+    site, hour, minute, logs_dir, scale="quick", reframe_args=(), force=False, system=False
+):
+    schedule.program("systemd")
+    svc, tmr = files(site, system)
+    present = installed(site, system)
+    if present:
+        if any(MARK not in p.read_text() for p in present):
+            raise SitebenchError(
+                f"{present[0]} exists and was not written by sitebench; not replacing it",
+                "move it away, or choose another --via",
+            )
+        schedule.refuse_installed(site, "systemd", str(present[0].parent), force)
+    svc.parent.mkdir(parents=True, exist_ok=True)
+    svc.write_text(service(site, logs_dir, scale, reframe_args))
+    tmr.write_text(timer(site, hour, minute))
+    notes = []
+    ok, said = systemctl(system, "daemon-reload")
+    if ok:
+        ok, said = systemctl(system, "enable", "--now", tmr.name)
+    if not ok:
+        flag = "" if system else " --user"
+        notes.append(
+            f"units written, not enabled: systemctl{flag} does not work here ({said}); "
+            f"where systemd runs: systemctl{flag} daemon-reload && systemctl{flag} enable "
+            f"--now {tmr.name}"
+        )
+    return f"{svc} and {tmr.name}", notes
+
+
+def remove(site, system=False):
+    present = installed(site, system)
+    if not present:
+        return False
+    for p in present:
+        if MARK not in p.read_text():
+            raise SitebenchError(f"{p} was not written by sitebench; not removing it")
+    systemctl(system, "disable", "--now", files(site, system)[1].name)
+    for p in present:
+        p.unlink()
+    systemctl(system, "daemon-reload")
+    return True

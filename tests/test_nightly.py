@@ -1,0 +1,762 @@
+"""The nightly operation: one night of a site (lock, exit codes, log, rotation, alerts,
+publishing, signals), its schedule with cron, systemd and scrontab, and the schedule fired
+for real by a cron daemon and by the private Slurm cluster's scrontab.
+
+Fast tests give ``run_night`` their own suite (its ``suite`` parameter) in place of Spack
+and ReFrame; the end-to-end test (markers ``spack``, ``slow``) has a real cron daemon start
+the real ``./sitebench nightly run`` of one cheap check.
+"""
+
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, sitebench
+from sitebench.common.errors import SitebenchError
+from sitebench.nightly import codes, lock, logs, schedule, systemd, when
+from sitebench.nightly.night import run_night
+from sitebench.nightly.suite import Outcome
+from sitebench.results.exchange import Published
+from sitebench.sites.site import Site
+
+SITE = "nightsite"
+
+
+def make_site(root, nightly=None, results=None, references=True, name=SITE):
+    """A site of its own under ``root`` (SITEBENCH_SITES_ROOT): the local site's ReFrame
+    configuration and references, the local environment, the given ``nightly:``."""
+    config = root / "site-configs" / name
+    config.mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", config / "reframe.py")
+    if references:
+        shutil.copy(ROOT / "site-configs/local/references.yaml", config / "references.yaml")
+    envs = root / "environments"
+    if not envs.exists():
+        envs.symlink_to(ROOT / "environments")
+    settings = {"environment": "local"}
+    if nightly:
+        settings["nightly"] = nightly
+    if results:
+        settings["results"] = results
+    (config / "site.yaml").write_text(json.dumps(settings) + "\n")
+    return config
+
+
+@pytest.fixture
+def night_env(tmp_path, monkeypatch):
+    """A private state, results and sites root; the site ``nightsite`` with its logs and an
+    alert command writing to files of the test."""
+    monkeypatch.setenv("SITEBENCH_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(tmp_path / "results"))
+    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(tmp_path / "sites"))
+    env = {
+        "tmp": tmp_path,
+        "logs": tmp_path / "logs",
+        "alerts": tmp_path / "alerts.txt",
+    }
+    env["nightly"] = {
+        "logs": str(env["logs"]),
+        "keep": 30,
+        "alert": f"cat >> {env['alerts']}; echo '--- for {{site}}' >> {env['alerts']}",
+    }
+    make_site(tmp_path / "sites", env["nightly"])
+    return env
+
+
+def outcome(tmp_path, code=0, worse=0):
+    run = tmp_path / "results" / SITE / "20261124T010000Z-abcdef"
+    run.mkdir(parents=True, exist_ok=True)
+    return Outcome(run, code, f"summary: ReFrame exit {code}", f"drift: {worse} worse", worse)
+
+
+def suite_returning(tmp_path, code=0, worse=0, calls=None):
+    def suite(site, scale, reframe_args):
+        if calls is not None:
+            calls.append((site.name, scale, tuple(reframe_args)))
+        print("the suite ran")
+        return outcome(tmp_path, code, worse)
+
+    return suite
+
+
+def log_of(env):
+    found = logs.night_logs(env["logs"])
+    assert found, f"no night log in {env['logs']}"
+    return found[-1].read_text()
+
+
+# -- one night ---------------------------------------------------------------------------
+
+
+def test_exit_codes_are_distinct_and_documented():
+    from sitebench.cli import nightly as cli
+
+    named = [codes.PASSED, codes.FAILED, codes.NOT_RUN, codes.ALREADY_RUNNING]
+    named += [
+        codes.NOT_PUBLISHED,
+        codes.CRASHED,
+        codes.interrupted("SIGINT"),
+        codes.interrupted("SIGTERM"),
+    ]
+    assert len(set(named)) == len(named) and 2 not in named  # 2: the CLI's argument errors
+    assert named[-2:] == [130, 143]
+    for code in named:
+        assert f"{code} " in cli.__doc__.replace("\n", " "), code
+    assert codes.verdict(143) == "interrupted (SIGTERM)"
+
+
+def test_a_passing_night_logs_its_verdict_and_alerts_no_one(night_env):
+    calls = []
+    code = run_night(
+        SITE, "quick", ["-n", "StreamCheck"], suite=suite_returning(night_env["tmp"], 0, 0, calls)
+    )
+    assert code == codes.PASSED
+    assert calls == [(SITE, "quick", ("-n", "StreamCheck"))]
+    text = log_of(night_env)
+    assert "the suite ran" in text and "lock: held (pid " in text
+    assert "not published: no results remote configured" in text
+    assert text.rstrip().endswith("sitebench nightly: verdict: passed (exit 0)")
+    assert not night_env["alerts"].exists()
+
+
+@pytest.mark.parametrize(
+    "code, worse, why", [(1, 0, "a check failed"), (0, 2, "2 figure(s) drifted worse")]
+)
+def test_a_failed_check_or_a_worse_drift_fails_and_alerts(night_env, code, worse, why):
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], code, worse)) == 1
+    alert = night_env["alerts"].read_text()
+    assert f"sitebench nightly: {SITE} on " in alert and ": failed (exit 1)" in alert
+    assert why in alert and f"summary: ReFrame exit {code}" in alert
+    assert f"--- for {SITE}" in alert  # {site} replaced in the command
+    assert str(logs.night_logs(night_env["logs"])[-1]) in alert
+    assert "alert sent" in log_of(night_env)
+
+
+def test_could_not_run_exits_3_and_alerts(night_env):
+    def suite(site, scale, reframe_args):
+        raise SitebenchError("Spack 0.9 found, 1.1.0 needed", "install Spack 1.1.0")
+
+    assert run_night(SITE, suite=suite) == codes.NOT_RUN
+    alert = night_env["alerts"].read_text()
+    assert "could not run (exit 3)" in alert and "Spack 0.9 found" in alert
+    assert "install Spack 1.1.0" in alert
+
+
+def test_a_crash_of_sitebench_itself_is_a_verdict_with_its_traceback(night_env):
+    def suite(site, scale, reframe_args):
+        raise ValueError("a bug in the store")
+
+    assert run_night(SITE, suite=suite) == codes.CRASHED
+    text = log_of(night_env)
+    assert "Traceback (most recent call last)" in text and "ValueError: a bug" in text
+    assert text.rstrip().endswith("verdict: sitebench failed (exit 6)")
+    assert "sitebench failed: ValueError: a bug in the store" in night_env["alerts"].read_text()
+    assert lock_is_free(SITE)
+
+
+@pytest.mark.reliability_input
+def test_an_alert_command_that_fails_never_hides_the_verdict(night_env):
+    make_site(
+        night_env["tmp"] / "sites", {**night_env["nightly"], "alert": "echo nope >&2; exit 7"}
+    )
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], 1)) == codes.FAILED
+    text = log_of(night_env)
+    assert "alert FAILED: `echo nope >&2; exit 7` exited 7: nope" in text
+    assert text.rstrip().endswith("verdict: failed (exit 1)")
+    # A missing program is the same: logged, the verdict kept.
+    make_site(night_env["tmp"] / "sites", {**night_env["nightly"], "alert": "no-such-mailer x"})
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], 0, 1)) == codes.FAILED
+    assert "alert FAILED: `no-such-mailer x` exited 127" in log_of(night_env)
+
+
+def test_no_alert_configured_logs_and_exit_code_only(night_env):
+    make_site(night_env["tmp"] / "sites", {"logs": night_env["nightly"]["logs"]})
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], 1)) == codes.FAILED
+    assert "alert: none configured" in log_of(night_env)
+
+
+def test_publishing(night_env):
+    tmp = night_env["tmp"]
+    make_site(tmp / "sites", night_env["nightly"], results={"remote": str(tmp / "shared.git")})
+    published = []
+
+    def publisher(site):
+        published.append(site)
+        return Published(True, ["20261124T010000Z-abcdef"], "", "0123abc")
+
+    assert run_night(SITE, suite=suite_returning(tmp), publisher=publisher) == codes.PASSED
+    assert published == [SITE]
+    assert "published: 20261124T010000Z-abcdef (commit 0123abc)" in log_of(night_env)
+
+    def unreachable(site):
+        return Published(False, ["20261124T010000Z-abcdef"], "Could not resolve host", None)
+
+    assert run_night(SITE, suite=suite_returning(tmp), publisher=unreachable) == 5
+    assert "not published: Could not resolve host" in night_env["alerts"].read_text()
+    # A failed check keeps its own code; the publishing failure is in the alert.
+    assert run_night(SITE, suite=suite_returning(tmp, 1), publisher=unreachable) == 1
+
+    def misconfigured(site):
+        raise SitebenchError("the results remote is not a git repository", "fix results.remote")
+
+    assert run_night(SITE, suite=suite_returning(tmp), publisher=misconfigured) == 5
+    assert "not published: the results remote is not a git repository" in log_of(night_env)
+    assert run_night(SITE, suite=suite_returning(tmp), publish=False) == codes.PASSED
+    assert "not published: --no-publish" in log_of(night_env)
+
+
+def test_publishing_for_real_to_a_bare_repository(night_env):
+    """The night's run reaches a shared bare repository through the results exchange."""
+    tmp = night_env["tmp"]
+    shared = tmp / "shared.git"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(shared)], check=True)
+    seed = tmp / "seed"
+    subprocess.run(["git", "clone", "-q", str(shared), str(seed)], check=True)
+    subprocess.run([*git, "-C", str(seed), "commit", "-q", "--allow-empty", "-m", "start"])
+    subprocess.run(["git", "-C", str(seed), "push", "-q", "origin", "HEAD:main"], check=True)
+    subprocess.run(["git", "clone", "-q", str(shared), str(tmp / "results")], check=True)
+    for key, value in (("user.name", "t"), ("user.email", "t@t")):
+        subprocess.run(["git", "-C", str(tmp / "results"), "config", key, value], check=True)
+    make_site(tmp / "sites", night_env["nightly"], results={"remote": str(shared)})
+
+    def suite(site, scale, reframe_args):
+        run = tmp / "results" / SITE / "20261124T010000Z-abcdef"
+        run.mkdir(parents=True)
+        (run / "report.json").write_text('{"runs": []}\n')
+        return Outcome(run, 0, "summary", "drift", 0)
+
+    assert run_night(SITE, suite=suite) == codes.PASSED, log_of(night_env)
+    assert "published: 20261124T010000Z-abcdef" in log_of(night_env)
+    files = subprocess.run(
+        ["git", "-C", str(shared), "ls-tree", "-r", "--name-only", "main"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert any(f.endswith(f"{SITE}/20261124T010000Z-abcdef/report.json") for f in files), files
+
+
+def test_log_rotation_keeps_the_last_n(night_env):
+    make_site(night_env["tmp"] / "sites", {**night_env["nightly"], "keep": 3})
+    made = []
+    for code in (0, 1, 0, 1, 0):
+        assert run_night(SITE, suite=suite_returning(night_env["tmp"], code)) == code
+        made.append(logs.night_logs(night_env["logs"])[-1])
+    left = logs.night_logs(night_env["logs"])
+    assert left == made[-3:]
+    nights = logs.last_nights(night_env["logs"])
+    assert [n.code for n in nights] == [0, 1, 0]
+    assert [n.verdict for n in nights] == ["passed", "failed", "passed"]
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize("name", ["nowhere", "../../etc"])
+def test_unknown_site_could_not_run(night_env, name):
+    proc = sitebench("nightly", "run", "--site", name)
+    assert proc.returncode == codes.NOT_RUN, proc.stderr
+    assert "could not run" in proc.stderr
+    assert ("unknown site 'nowhere'" if name == "nowhere" else "invalid site name") in proc.stderr
+    for action in (["install", "--at", "02:00"], ["status"], ["remove"]):
+        proc = sitebench("nightly", action[0], "--site", name, *action[1:])
+        assert proc.returncode == 2 and "site" in proc.stderr, proc.stderr
+
+
+@pytest.mark.reliability_input
+def test_a_broken_site_yaml_could_not_run_with_a_log(night_env):
+    config = night_env["tmp"] / "sites" / "site-configs" / SITE
+    (config / "site.yaml").write_text("nightly: {keep: -1}\n")
+    proc = sitebench("nightly", "run", "--site", SITE)
+    assert proc.returncode == codes.NOT_RUN
+    assert "keep is -1, expected a positive whole number" in proc.stderr
+    default = night_env["tmp"] / "state" / "nightly" / SITE / "logs"
+    assert logs.last_nights(default)[-1].code == codes.NOT_RUN
+
+
+# -- one at a time, signals ---------------------------------------------------------------
+
+HOLDER = """
+import sys, time
+from sitebench.nightly import lock
+with lock.hold(sys.argv[1]) as holder:
+    print(holder, flush=True)
+    time.sleep(600)
+"""
+
+SLOW_NIGHT = """
+import sys, time
+from pathlib import Path
+from sitebench.nightly.night import run_night
+from sitebench.nightly.suite import Outcome
+
+def suite(site, scale, reframe_args):
+    Path(sys.argv[2]).write_text("started")
+    time.sleep(600)
+
+sys.exit(run_night(sys.argv[1], suite=suite, echo=False))
+"""
+
+
+def child(script, *args):
+    return subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def wait_for(path, proc, timeout=30):
+    deadline = time.time() + timeout
+    while not Path(path).exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+def lock_is_free(site):
+    fd = os.open(lock.lock_path(site), os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.reliability_fault
+def test_a_second_night_while_one_runs_exits_already_running(night_env):
+    holder = child(HOLDER, SITE)
+    try:
+        held = holder.stdout.readline().strip()
+        assert held.startswith(f"pid {holder.pid}, started ")
+        start = time.time()
+        proc = sitebench("nightly", "run", "--site", SITE)
+        assert proc.returncode == codes.ALREADY_RUNNING, proc.stdout + proc.stderr
+        assert time.time() - start < 30  # at once, not waiting for the lock
+        assert f"already running ({held})" in proc.stdout + log_of(night_env)
+        assert "already running (exit 4)" in night_env["alerts"].read_text()
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+@pytest.mark.reliability_fault
+def test_a_night_killed_with_sigkill_leaves_no_lock(night_env):
+    started = night_env["tmp"] / "started"
+    proc = child(SLOW_NIGHT, SITE, str(started))
+    wait_for(started, proc)
+    assert not lock_is_free(SITE)
+    assert f"pid {proc.pid}" in lock.lock_path(SITE).read_text()
+    proc.kill()
+    proc.wait()
+    assert lock_is_free(SITE)
+    # The next night starts, and status shows the killed one as unfinished.
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.PASSED
+    nights = logs.last_nights(night_env["logs"])
+    assert nights[0].code is None and nights[0].verdict.startswith("unfinished")
+    assert nights[1].code == codes.PASSED
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_sigterm_or_ctrl_c_mid_run_releases_the_lock_and_alerts(night_env, sig, code):
+    started = night_env["tmp"] / "started"
+    proc = child(SLOW_NIGHT, SITE, str(started))
+    wait_for(started, proc)
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == code, out + err
+    assert lock_is_free(SITE)
+    name = signal.Signals(sig).name
+    alert = night_env["alerts"].read_text()
+    assert f"interrupted ({name}) (exit {code})" in alert
+    assert "the lock is released" in alert
+    assert log_of(night_env).rstrip().endswith(f"verdict: interrupted ({name}) (exit {code})")
+
+
+def test_an_interrupted_reframe_session_names_the_partial_run(night_env):
+    """The run stage stores a partial run when ReFrame is interrupted (record.py, tested in
+    test_reliability.py) and returns 128 + signal: the night says where it is."""
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], 143)) == 143
+    alert = night_env["alerts"].read_text()
+    assert "interrupted (SIGTERM): the partial run is stored in " in alert
+    assert "20261124T010000Z-abcdef, marked partial" in alert
+
+
+# -- the schedule -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def real_crontab():
+    """The user's real crontab, saved and put back as it was (or removed if there was none)."""
+    if not shutil.which("crontab"):
+        pytest.skip("CRON NOT INSTALLED: apt-get install cron")
+    saved = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    had = saved.returncode == 0
+    yield
+    if had:
+        subprocess.run(["crontab", "-"], input=saved.stdout, text=True, check=True)
+    else:
+        subprocess.run(["crontab", "-r"], capture_output=True)
+    after = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    assert (after.returncode == 0) == had and (not had or after.stdout == saved.stdout)
+
+
+def crontab():
+    proc = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+@pytest.mark.reliability_input
+def test_cron_install_refuses_a_second_replaces_with_force_edits_only_its_lines(
+    night_env, real_crontab
+):
+    foreign = "# someone else's\n17 3 * * * /usr/bin/true\n"
+    subprocess.run(["crontab", "-"], input=foreign, text=True, check=True)
+    first = sitebench("nightly", "install", "--site", SITE, "--at", "02:30")
+    assert first.returncode == 0, first.stderr
+    table = crontab()
+    assert table.startswith(foreign)
+    entry = [line for line in table.splitlines() if line.startswith("30 2 * * * ")]
+    assert len(entry) == 1
+    assert f"cd {ROOT} && env " in entry[0]
+    assert f"{ROOT}/sitebench nightly run --site {SITE} >> " in entry[0]
+    assert f"SITEBENCH_SITES_ROOT={night_env['tmp'] / 'sites'}" in entry[0]
+    again = sitebench("nightly", "install", "--site", SITE, "--at", "04:00")
+    assert again.returncode == 2 and "already installed" in again.stderr
+    assert "--force" in again.stderr and crontab() == table
+    forced = sitebench("nightly", "install", "--site", SITE, "--at", "04:05", "--force")
+    assert forced.returncode == 0, forced.stderr
+    table = crontab()
+    assert "\n5 4 * * * " in table and "\n30 2 * * * " not in table and foreign in table
+    status = sitebench("nightly", "status", "--site", SITE)
+    assert status.returncode == 0 and "schedule: cron" in status.stdout
+    nxt = when.next_start(4, 5)
+    assert f"next start: {nxt:%Y-%m-%d %H:%M}" in status.stdout
+    removed = sitebench("nightly", "remove", "--site", SITE)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert crontab() == foreign
+    none = sitebench("nightly", "remove", "--site", SITE)
+    assert none.returncode == 0 and "nothing to remove" in none.stdout
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize("at", ["25:00", "02:60", "2:3", "noon", "", "02:30:00", "-1:00"])
+def test_a_malformed_time_is_refused(night_env, at):
+    proc = sitebench("nightly", "install", "--site", SITE, f"--at={at}")
+    assert proc.returncode == 2
+    assert f"malformed time {at!r}: expected HH:MM" in proc.stderr
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "via, program, package",
+    [
+        ("cron", "crontab", "cron"),
+        ("systemd", "systemctl", "systemd"),
+        ("scrontab", "scrontab", "slurm-client"),
+    ],
+)
+def test_a_missing_scheduler_names_its_debian_package(night_env, via, program, package):
+    empty = night_env["tmp"] / "empty-bin"
+    empty.mkdir()
+    for action in (["install", "--at", "02:00"], ["remove"]):
+        proc = sitebench(
+            "nightly",
+            action[0],
+            "--site",
+            SITE,
+            *action[1:],
+            "--via",
+            via,
+            env={"PATH": str(empty)},
+        )
+        assert proc.returncode == 2
+        assert f"{program} is not on this machine" in proc.stderr
+        assert f"apt-get install {package}" in proc.stderr
+
+
+def test_next_start():
+    now = datetime(2026, 11, 24, 2, 30, 0).astimezone()
+    assert when.next_start(2, 30, now) == now + timedelta(days=1)
+    assert when.next_start(2, 31, now) == now + timedelta(minutes=1)
+    assert when.next_start(0, 0, now).day == 25
+
+
+@pytest.fixture
+def verify():
+    tool = shutil.which("systemd-analyze")
+    if not tool:
+        pytest.skip("SYSTEMD-ANALYZE NOT INSTALLED: apt-get install systemd")
+    return tool
+
+
+@pytest.mark.parametrize("system", [False, True])
+def test_systemd_units_pass_systemd_analyze_verify(night_env, verify, system, monkeypatch):
+    home = night_env["tmp"] / "config"
+    env = {"XDG_CONFIG_HOME": str(home)}
+    if system:
+        # System units go to /etc/systemd/system: written there by the test's own
+        # function into a temporary copy of that directory.
+        monkeypatch.setattr(systemd, "unit_dir", lambda system: home / "system")
+        monkeypatch.setattr(systemd, "systemctl", lambda system, *a: (False, "not booted"))
+        where, notes = systemd.install(
+            SITE, 1, 5, night_env["logs"], "quick", ["-n", "StreamCheck"], system=True
+        )
+        assert "not booted" in notes[0] and "systemctl daemon-reload" in notes[0]
+        units = systemd.files(SITE, True)
+    else:
+        proc = sitebench(
+            "nightly",
+            "install",
+            "--site",
+            SITE,
+            "--at",
+            "01:05",
+            "--via",
+            "systemd",
+            "--",
+            "-n",
+            "StreamCheck",
+            env=env,
+        )
+        assert proc.returncode == 0, proc.stderr
+        units = (
+            home / "systemd/user/sitebench-nightly-nightsite.service",
+            home / "systemd/user/sitebench-nightly-nightsite.timer",
+        )
+    service, timer = (p.read_text() for p in units)
+    assert "OnCalendar=*-*-* 01:05:00" in timer
+    assert f'ExecStart="{ROOT}/sitebench" "nightly" "run" "--site" "{SITE}" "--" "-n"' in service
+    assert f"StandardOutput=append:{night_env['logs']}/scheduled.log" in service
+    proc = subprocess.run([verify, "verify", *map(str, units)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    # The check can fail: a unit systemd would refuse.
+    bad = night_env["tmp"] / "bad.service"
+    bad.write_text(service.replace(f'ExecStart="{ROOT}/sitebench"', "ExecStart=sitebench"))
+    proc = subprocess.run([verify, "verify", str(bad)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    if not system:
+        again = sitebench(
+            "nightly", "install", "--site", SITE, "--at", "03:00", "--via", "systemd", env=env
+        )
+        assert again.returncode == 2 and "already installed" in again.stderr
+        status = sitebench("nightly", "status", "--site", SITE, env=env)
+        assert "schedule: systemd (user)" in status.stdout
+        gone = sitebench("nightly", "remove", "--site", SITE, "--via", "systemd", env=env)
+        assert gone.returncode == 0 and not any(p.exists() for p in units)
+
+
+def test_the_scheduled_line_passes_on_the_settings(night_env, monkeypatch):
+    monkeypatch.setenv("SLURM_CONF", "/tmp/x y/slurm.conf")
+    line = schedule.command_line(SITE, night_env["logs"], "full", ["-n", "StreamCheck"])
+    assert line.startswith(f"cd {ROOT} && env PATH=")
+    assert "'SLURM_CONF=/tmp/x y/slurm.conf'" in line or "SLURM_CONF='/tmp/x y/" in line
+    assert f"--site {SITE} --scale full -- -n StreamCheck >> {night_env['logs']}" in line
+
+
+# -- fired for real -----------------------------------------------------------------------
+
+
+@pytest.fixture
+def cron_daemon(real_crontab):
+    """start() -> a Debian cron daemon in the foreground, stopped at the end of the test."""
+    exe = shutil.which("cron")
+    if not exe:
+        pytest.skip("CRON DAEMON NOT INSTALLED: apt-get install cron")
+    if subprocess.run(["pidof", "cron"], capture_output=True).returncode == 0:
+        pytest.skip("a cron daemon already runs on this machine; not starting a second one")
+    started = []
+
+    def start():
+        proc = subprocess.Popen([exe, "-f"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert subprocess.run(["pidof", "cron"], capture_output=True).returncode != 0
+
+
+def next_minute():
+    """A start time cron fires within about a minute (never one it could miss)."""
+    now = datetime.now()
+    if now.second > 50:
+        time.sleep(61 - now.second)
+        now = datetime.now()
+    due = now + timedelta(minutes=1)
+    return due.replace(second=0, microsecond=0)
+
+
+def wait_for_verdict(directory, timeout):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        nights = logs.last_nights(directory)
+        if nights and nights[-1].code is not None:
+            return nights[-1]
+        time.sleep(1)
+    raise AssertionError(f"no night finished in {directory} within {timeout} s")
+
+
+@pytest.mark.slow
+def test_a_real_cron_daemon_fires_the_installed_night(night_env, cron_daemon, monkeypatch):
+    """cron starts the installed line; the night it runs cannot start (no references), so
+    it ends at once with exit 3, its log, the scheduled.log line and the alert."""
+    # The line runs ./sitebench, whose venv lives in the state directory: the checkout's.
+    monkeypatch.delenv("SITEBENCH_STATE_DIR")
+    (night_env["tmp"] / "sites" / "site-configs" / SITE / "references.yaml").unlink()
+    due = next_minute()
+    installed = sitebench("nightly", "install", "--site", SITE, "--at", f"{due:%H:%M}")
+    assert installed.returncode == 0, installed.stderr
+    cron_daemon()
+    try:
+        night = wait_for_verdict(night_env["logs"], 150)
+    finally:
+        shutil.rmtree(ROOT / ".sitebench" / "nightly" / SITE, ignore_errors=True)
+    assert night.code == codes.NOT_RUN and night.verdict == "could not run"
+    assert "references.yaml' does not exist" in night.log.read_text()
+    scheduled = (night_env["logs"] / "scheduled.log").read_text()
+    assert f"sitebench nightly: {SITE}: could not run (exit 3); log {night.log}" in scheduled
+    assert "could not run (exit 3)" in night_env["alerts"].read_text()
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_cron_runs_a_real_night_end_to_end(spack, tmp_path, cron_daemon, monkeypatch):
+    """The one real night: cron starts ./sitebench nightly run on the local site with one
+    cheap check (STREAM); the run is stored, judged, logged and passes or fails on its
+    references, never 'could not run'."""
+    results = tmp_path / "results"
+    monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(results))
+    monkeypatch.delenv("SITEBENCH_SITES_ROOT", raising=False)
+    directory = logs.logs_dir("local", Site.resolve("local").settings)
+    ours = ROOT / ".sitebench" / "nightly" / "local"
+    existed = ours.exists()
+    before = set(logs.night_logs(directory))
+    due = next_minute()
+    installed = sitebench(
+        "nightly",
+        "install",
+        "--site",
+        "local",
+        "--at",
+        f"{due:%H:%M}",
+        "--",
+        "-n",
+        "StreamCheck",
+    )
+    assert installed.returncode == 0, installed.stderr
+    cron_daemon()
+    deadline = time.time() + 1800
+    while not set(logs.night_logs(directory)) - before:
+        assert time.time() < deadline, "cron did not start the night"
+        time.sleep(1)
+    (new,) = set(logs.night_logs(directory)) - before
+    try:
+        while logs.read_night(new).code is None:
+            assert time.time() < deadline, new.read_text()[-4000:]
+            time.sleep(5)
+        night, text = logs.read_night(new), new.read_text()
+        assert night.code in (codes.PASSED, codes.FAILED), text[-4000:]
+        runs = [p for p in (results / "local").iterdir() if not p.name.startswith(".")]
+        assert len(runs) == 1 and f"==> stored {runs[0]}" in text
+        report = json.loads((runs[0] / "report.json").read_text())
+        checks = {c["name"].split()[0] for r in report["runs"] for c in r["testcases"]}
+        assert "StreamCheck" in checks
+        assert "not published: no results remote configured" in text
+        took = (
+            new.stat().st_mtime
+            - datetime.strptime(night.started, "%Y-%m-%d %H:%M:%S UTC")
+            .replace(tzinfo=timezone.utc)
+            .timestamp()
+        )
+        print(
+            f"cron fired {due:%H:%M}: night started {night.started}, {night.verdict}, {took:.1f} s"
+        )
+    finally:
+        new.unlink(missing_ok=True)
+        if not existed:
+            shutil.rmtree(ours, ignore_errors=True)
+
+
+def slurm_skip_reason():
+    from sitebench.services.slurm.cluster import missing_programs
+
+    missing = missing_programs()
+    if missing:
+        return (
+            f"SLURM NOT INSTALLED: missing {', '.join(missing)}; "
+            f"apt-get install {' '.join(sorted(set(missing.values())))}"
+        )
+    return None
+
+
+@pytest.fixture
+def slurm_cluster():
+    reason = slurm_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    from sitebench.services.slurm.cluster import LocalCluster
+
+    root = Path(tempfile.mkdtemp(prefix="sb-scron."))
+    root.chmod(0o755)
+    cluster = LocalCluster(root / "c")
+    cluster.start(nodes=1, accounting="none", port=16827)
+    yield cluster
+    cluster.stop()
+    assert not cluster.running()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.slurm
+def test_the_private_cluster_enables_scrontab(slurm_cluster):
+    proc = subprocess.run(
+        ["scontrol", "show", "config"], capture_output=True, text=True, env=slurm_cluster.env()
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert any(
+        line.split("=")[0].strip() == "ScronParameters" and line.split("=")[1].strip() == "enable"
+        for line in proc.stdout.splitlines()
+        if "=" in line
+    ), proc.stdout
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_real_scrontab_entry_runs_the_night(night_env, slurm_cluster, monkeypatch):
+    if not shutil.which("scrontab"):
+        pytest.skip(
+            "SCRONTAB NOT INSTALLED: Debian 12's slurm-client 22.05.8 ships no scrontab "
+            "(Slurm >= 20.11 built with it is needed)"
+        )
+    for key, value in slurm_cluster.env().items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("SITEBENCH_STATE_DIR")
+    (night_env["tmp"] / "sites" / "site-configs" / SITE / "references.yaml").unlink()
+    due = next_minute()
+    installed = sitebench(
+        "nightly", "install", "--site", SITE, "--at", f"{due:%H:%M}", "--via", "scrontab"
+    )
+    assert installed.returncode == 0, installed.stderr
+    try:
+        night = wait_for_verdict(night_env["logs"], 180)
+        assert night.code == codes.NOT_RUN
+    finally:
+        sitebench("nightly", "remove", "--site", SITE, "--via", "scrontab")
+        shutil.rmtree(ROOT / ".sitebench" / "nightly" / SITE, ignore_errors=True)
