@@ -65,6 +65,8 @@ class HplCheck(SitebenchBenchmark):
     p = variable(int, value=0, loggable=True)
     q = variable(int, value=0, loggable=True)
 
+    problem_keys = ["n", "nb", "p", "q"]
+
     energy_figures = {"gflops": "Gflop/s/W"}
     hpl_build = fixture(HplBuild, scope="environment")
     descr = "HPL (Spack-built)"

@@ -72,6 +72,7 @@ class NpbCheck(SitebenchBenchmark):
     num_ranks = variable(int, value=0, loggable=True)
 
     reference_keys = ["scale", "benchmark", "npb_class", "num_ranks"]
+    problem_keys = ["npb_class"]
     energy_figures = {"mops_total": "Mop/s/W"}
     npb_build = fixture(NpbBuild, scope="environment")
     descr = "NPB-MPI (Spack-built)"

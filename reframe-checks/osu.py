@@ -105,6 +105,7 @@ class OsuPingPong(SitebenchBenchmark):
     osu_build = fixture(OsuBuild, scope="environment")
     # references.yaml: $index [$processor.arch, scale, mapping, transport]
     reference_keys = ["scale", "mapping", "transport"]
+    problem_keys = ["min_size", "max_size"]
     num_tasks = 2
     num_cpus_per_task = 1
 

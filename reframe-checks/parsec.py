@@ -190,6 +190,8 @@ class ParsecCheck(SitebenchBenchmark):
     baseline_time = variable(float, value=0.0, loggable=True)
 
     reference_keys = ["scale", "benchmark", "num_threads"]
+    # Not input_file: blackscholes generates it in the stage directory, a new path each run.
+    problem_keys = ["num_options", "frames", "fluid_input"]
     parsec_build = fixture(ParsecBuild, scope="environment")
     num_tasks = 1
     descr = "PARSEC blackscholes/fluidanimate strong scaling (Spack-built)"

@@ -1,6 +1,7 @@
 """STREAM memory bandwidth: Copy, Scale, Add and Triad from 1 thread to all cores."""
 
 import os
+import re
 import sys
 
 # Plain `reframe -c reframe-checks` works without installing sitebench.
@@ -51,7 +52,14 @@ class StreamCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     num_threads = variable(int, value=0, loggable=True)
 
+    #: Elements per array: the Spack variant ``stream_array_size`` of the binary, read from
+    #: its concrete spec at setup (0 when the spec does not say).
+    #:
+    #: :type: :class:`int`
+    stream_array_size = variable(int, value=0, loggable=True)
+
     reference_keys = ["scale", "num_threads"]
+    problem_keys = ["stream_array_size"]
     stream_build = fixture(StreamBuild, scope="environment")
     num_tasks = 1
     descr = "STREAM memory bandwidth (Spack-built)"
@@ -70,6 +78,8 @@ class StreamCheck(SitebenchBenchmark):
             "OMP_PLACES": "cores",
         }
         self.executable = self.binary(self.stream_build, "bin/stream_c.exe")
+        size = re.search(r"\bstream_array_size=(\d+)", self.concrete_spec)
+        self.stream_array_size = int(size.group(1)) if size else 0
 
     def result(self):
         return stream.parse(self.stdout_text())

@@ -157,6 +157,7 @@ class SysbenchCheck(SitebenchBenchmark):
     start_timeout = variable(int, value=60)
 
     reference_keys = ["scale", "num_threads"]
+    problem_keys = ["table_size", "tables"]
     energy_figures = {"tps": "tx/s/W"}
     sysbench_build = fixture(SysbenchBuild, scope="environment")
     mariadb_build = fixture(MariadbBuild, scope="environment")

@@ -16,6 +16,7 @@ from sitebench.common.errors import SitebenchError
 from sitebench.perf.harness import launch_seconds
 from sitebench.results.rundirs import case_folder
 from sitebench.run.benchmark import LAUNCH_FILE
+from sitebench.sites import host
 
 
 #: Every check of the quick suite on this machine.
@@ -27,6 +28,9 @@ ALL_CHECKS = {
     "SysbenchCheck",
     "OsuLatencyCheck",
     "OsuBandwidthCheck",
+    "JacobiCheck",
+    "RingCheck",
+    "PagesCheck",
 }
 
 
@@ -139,7 +143,8 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         assert (run / "perflogs/local/default/HplCheck.log").is_file()
         # Every build's log is kept, also where ReFrame never cleaned the fixture up.
         builds = [c for c in cases if c["fixture"]]
-        assert len(builds) == (7 if checks == ALL_CHECKS else 2)  # OSU's two share a build
+        # OSU's two share a build; PagesCheck has its own of npb beside memaccess.
+        assert len(builds) == (11 if checks == ALL_CHECKS else 2)
         for case in builds:
             log = (case_folder(run, case) / "rfm_build.out").read_text()
             if checks != ALL_CHECKS:
@@ -189,8 +194,12 @@ def test_a_check_whose_binary_is_missing_fails(results_root, spack):
     assert not cases["HplCheck"].get("perfvalues")
 
 
-STRICT = "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}\n"
-OTHER_ARCH = (
+# local's references apply on the host they were made on ($host, sites/host.py): this one.
+THIS_HOST = "$host: " + json.dumps(host.detect()) + "\n"
+HPL_STRICT = "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}\n"
+STRICT = THIS_HOST + HPL_STRICT
+OTHER_HOST = "$host: " + json.dumps(host.make({"cpu_model": "Other CPU"})) + "\n" + HPL_STRICT
+OTHER_ARCH = THIS_HOST + (
     "HplCheck:\n  $index: [$processor.arch, scale]\n"
     "  neoverse_v2: {quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}}\n"
 )
@@ -200,8 +209,8 @@ OTHER_ARCH = (
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "references, verdict",
-    [(STRICT, "fail"), (OTHER_ARCH, "pass")],
-    ids=["below-reference-fails", "unknown-arch-logs-only"],
+    [(STRICT, "fail"), (OTHER_ARCH, "pass"), (OTHER_HOST, "pass")],
+    ids=["below-reference-fails", "unknown-arch-logs-only", "other-host-logs-only"],
 )
 def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
     """The same HPL run fails below its reference, and passes unjudged on another arch."""
@@ -250,3 +259,6 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
         assert f"gflops={value} Gflop/s, expected 1000000.0 (l=900000.0, u=inf)" in reason, reason
     else:
         assert ref == 0 and lower is None  # logged without a reference
+    # Both hosts are logged: the one it ran on, and the one the references were made on.
+    assert case["host_fingerprint"] == host.detect()["id"]
+    assert (case["references_host"] == case["host_fingerprint"]) == (references != OTHER_HOST)

@@ -8,9 +8,13 @@ import yaml
 from conftest import sitebench
 from sitebench.results import propose
 from sitebench.common.errors import SitebenchError
+from sitebench.sites import host
 
 
-def store_run(root, name, triads, latency=None, arch="zen3"):
+HOST = host.make({"cpu_model": "Test CPU", "sockets": 1, "cores": 4, "cpus": 8, "memory_gib": 16})
+
+
+def store_run(root, name, triads, latency=None, arch="zen3", fingerprint=HOST):
     """A run directory as the runner stores it, with STREAM-like and latency-like cases."""
     cases = [
         {
@@ -41,7 +45,8 @@ def store_run(root, name, triads, latency=None, arch="zen3"):
     run = root / "local" / name
     (run / "provenance").mkdir(parents=True)
     (run / "report.json").write_text(json.dumps({"runs": [{"testcases": cases}]}))
-    (run / "provenance/provenance.json").write_text(json.dumps({"cpu_arch": arch}))
+    prov = {"cpu_arch": arch, "host_fingerprint": fingerprint}
+    (run / "provenance/provenance.json").write_text(json.dumps(prov))
     return run
 
 

@@ -1,9 +1,11 @@
 """Spack: found or cloned at the pinned release, isolated, recipes audited, env concretized."""
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -198,6 +200,9 @@ def test_local_environment_concretizes_once(spack):
         "sysbench+mysql",
         "mariadb",
         "osu-micro-benchmarks@git.b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0=7.2",
+        "jacobi3d",
+        "mpi-ring",
+        "memaccess",
     }
     # The database server and the MPI are the machine's own, never built.
     assert specs["mariadb"].get("external")
@@ -349,11 +354,49 @@ def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
         "sysbench",
         "mariadb",
         "osu-micro-benchmarks",
+        "jacobi3d",
+        "mpi-ring",
+        "memaccess",
     ):
         assert name in specs, f"{name} missing from sitebench-suite"
     assert specs["mariadb"].get("external") and specs["openmpi"].get("external")
     assert specs["stream"]["namespace"] == specs["hpl"]["namespace"] == "sitebench"
     assert specs["npb"]["parameters"]["classes"] == ["A", "B", "C", "S", "W"]
+    # The environment's OSU commit, which the site's mirror holds, not an upstream tarball.
+    osu = specs["osu-micro-benchmarks"]
+    assert osu["version"] == "7.2-b7fc8c5", osu["version"]
+    assert osu["parameters"]["commit"] == "b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0"
+    bundle_sources_are_in_the_mirror(spack, tmp_path, env_dir)
+
+
+def bundle_sources_are_in_the_mirror(spack, tmp_path, env_dir):
+    """Every source of the concretized bundle is in $SITEBENCH_MIRROR, or is a file of
+    spack-repo/ (sitebench's own kernels, fetched from the checkout)."""
+    mirror = os.environ.get("SITEBENCH_MIRROR", "").removeprefix("file://")
+    if not mirror:
+        pytest.skip("NO SOURCE MIRROR: set SITEBENCH_MIRROR to check the bundle's sources")
+    copy = tmp_path / "copy"
+    # Spack copies every source from the only mirror it is given, as an install would fetch.
+    spack.run(
+        "-C", only_mirror_scope(tmp_path, mirror), "-e", env_dir,
+        "mirror", "create", "--all", "-d", copy, capture=True,
+    )  # fmt: skip
+    ours = {
+        hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in (ROOT / "spack-repo").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    copied = [p for p in (copy / "_source-cache").rglob("*") if p.is_file()]
+    assert copied
+    for path in copied:
+        rel = path.relative_to(copy)
+        held = Path(mirror) / rel
+        if held.is_file():
+            assert held.read_bytes() == path.read_bytes(), rel
+        else:
+            assert (
+                hashlib.sha256(path.read_bytes()).hexdigest() in ours
+            ), f"{rel} is neither in the mirror {mirror} nor a file of spack-repo/"
 
 
 @pytest.mark.spack

@@ -69,6 +69,9 @@ def _partition(name, scheduler, launcher, descr):
             "spack_environment": os.path.join(ROOT, "environments", "local"),
             "references": os.environ.get("SITEBENCH_REFERENCES")
             or os.path.join(ROOT, "site-configs", "local", "references.yaml"),
+            # local's references: this machine's, so they apply on the host they came from
+            # (the private cluster's nodes are this machine; src/sitebench/sites/host.py).
+            "host_references": True,
             "memory_bytes": _node["memory_mb"] * 1024 * 1024,
             "nodes": len(_nodes),
             # TCP between nodes: their private subnet (ReFrame's OSU check reads it).

@@ -36,6 +36,9 @@ _partition = {
         "references": os.environ.get("SITEBENCH_REFERENCES")
         or os.path.join(HERE, "references.yaml"),
         "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"),
+        # `local` is this machine: its references and history apply to this host only
+        # (src/sitebench/sites/host.py; another site's partition opts in the same way).
+        "host_references": True,
     },
 }
 if _processor():

@@ -97,6 +97,8 @@ def synthesize(root, sites=10, years=5, seed=1):
                 "ref_keys": _dict([json.dumps(["scale", "p"])], n),
                 "ref_index": _dict(ref_index, codes=param_code),
                 "case_vars": _dict(case_vars, codes=param_code),
+                "problem": _dict([json.dumps({"n": 10000})], n),
+                "host": pa.nulls(n, pa.string()),
             }
         )
         run_table = pa.table(

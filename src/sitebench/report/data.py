@@ -3,6 +3,11 @@ files hold (thread and rank counts of old runs, HPL builds, OSU curves).
 
 This is the report's only reader of results; it never writes there (the store's index lives
 outside results/). Unreadable runs and sites are reported through ``warn`` and skipped.
+
+Medians never mix problem sizes (the store's ``problem``: HPL's N, NPB's class, STREAM's
+array size...): each site's figures are shown at the problem size of its newest run of that
+check and parameters; figures of other sizes are left out and named among the skipped, with
+the size shown instead.
 """
 
 import json
@@ -16,6 +21,7 @@ import pandas as pd
 from sitebench.common import paths
 
 from sitebench.results import store
+from sitebench.results.figures import shown_problem
 from sitebench.common.errors import SitebenchError
 from sitebench.common.progress import progress_bar
 from sitebench.results.rundirs import BadRun, load_run, site_dirs
@@ -163,6 +169,34 @@ def _enrich(figures, details, runs):
     return figures
 
 
+def newest_problem(figures):
+    """(the figures at each site's newest problem size per check, parameters and figure,
+    one note per site, check and problem size left out)."""
+    if figures.empty:
+        return figures, []
+    keys = ["site", "check", "params", "figure"]
+    problem = figures["problem"].fillna("")
+    newest = (
+        figures.assign(problem=problem)
+        .sort_values("run")
+        .groupby(keys, sort=False)["problem"]
+        .last()
+        .rename("newest")
+    )
+    merged = figures.assign(problem=problem).join(newest, on=keys)
+    keep = merged["problem"] == merged["newest"]
+    notes = []
+    for (site, check, size, shown), group in merged[~keep].groupby(
+        ["site", "check", "problem", "newest"], sort=True
+    ):
+        notes.append(
+            f"{site}: {len(group)} {check} figures of problem size "
+            f"{shown_problem(size) or '(none)'} left out: the report shows the newest size, "
+            f"{shown_problem(shown) or '(none)'}"
+        )
+    return figures[keep.to_numpy()], notes
+
+
 def load(sites=None, results_root=None, store_dir=None, progress=False, warn=None):
     """Everything the report plots, as :class:`ReportData`."""
     root = Path(results_root or paths.results_dir()).resolve()
@@ -179,7 +213,9 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     chosen = _refresh(root, index, sites, note, progress)
     con = store.connect(index, sites=chosen)
     runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
-    figures = _query(con, "SELECT * FROM figures")
+    figures, left_out = newest_problem(_query(con, "SELECT * FROM figures"))
+    for message in left_out:
+        note(message)
     details, curves, unreadable = _case_details(root, runs, note, progress)
     # Unreadable since it was indexed (results/ should never change, but say so and skip it).
     keep = [(s, r) not in unreadable for s, r in zip(runs.site, runs.run)]

@@ -3,7 +3,7 @@
 A side is written ``SITE[:PARTITION][/RUN]`` or ``SITE[:PARTITION]@SINCE..UNTIL`` (dates
 or times in ISO 8601, UTC; either end may be left out: ``local@2026-11-01..``).
 
-For each check, parameter set and figure: the number of runs, median and interquartile
+For each check, parameter set, problem size and figure: the number of runs, median and interquartile
 range (IQR) of each side, the ratio of medians B/A, and whether the difference is beyond
 the run-to-run noise. Test (stated): the two-sided Mann-Whitney U test (rank-sum test; no
 assumption on the shape of the noise), exact where neither side has ties and both have at
@@ -11,6 +11,11 @@ most 25 values, else its normal approximation with the tie correction; a differe
 beyond noise when p < ALPHA = 0.01. When even the most extreme ranking could not reach
 that level (e.g. 3 runs against 3: the smallest possible p is 0.1), the verdict is
 "too few runs" rather than a "no" that would mean nothing.
+
+The problem size (the store's ``problem``: HPL's N, NB and grid, NPB's class, STREAM's array
+size...) is part of the key: a figure present on both sides but with no problem size in
+common is not compared; it is listed as such (``beyond_noise`` "not compared: no common
+problem size", the sizes of each side in ``problem``) instead of given a ratio.
 
 The figures come from the results store (:mod:`sitebench.results.store`, DuckDB over Parquet).
 """
@@ -24,14 +29,15 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from sitebench.results import store
+from sitebench.results import figures, store
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
 from sitebench.results.rundirs import run_dirs
 
 ALPHA = 0.01
 EXACT_MAX_N = 25
-KEYS = ["check", "params", "figure"]
+KEYS = ["check", "params", "problem", "figure"]
+NOT_COMPARED = "not compared: no common problem size"
 COLUMNS = KEYS + [
     "unit",
     "n_a",
@@ -124,7 +130,7 @@ def query(con, a_where, b_where, job_wall=False):
     """Per check, parameters and figure: n, median, IQR of each side, and the rank sum of
     side A with the tie term sum(t^3 - t) for the U test, computed in DuckDB."""
     (cond_a, par_a), (cond_b, par_b) = a_where, b_where
-    keys = '"check", params, figure'
+    keys = '"check", params, problem, figure'
     wall = "" if job_wall else "AND figure <> 'job_wall'"
     sql = f"""
     WITH sel AS (
@@ -155,10 +161,42 @@ def query(con, a_where, b_where, job_wall=False):
     )
     SELECT {keys}, unit, n_a, q_a[2] AS median_a, q_a[3] - q_a[1] AS iqr_a,
         n_b, q_b[2] AS median_b, q_b[3] - q_b[1] AS iqr_b, rank_sum_a, ties
-    FROM stats JOIN u USING ("check", params, figure)
-    ORDER BY "check", params, figure
+    FROM stats JOIN u USING ("check", params, problem, figure)
+    ORDER BY "check", params, problem, figure
     """
     return con.execute(sql, par_a + par_b).df()
+
+
+def not_compared(con, a_where, b_where, job_wall=False):
+    """Figures (check, parameters, figure) on both sides that share no problem size: one row
+    each, ``problem`` naming the sizes of A and of B, no statistics."""
+    wall = "" if job_wall else "AND figure <> 'job_wall'"
+    sizes = []
+    for cond, params in (a_where, b_where):
+        found = {}
+        for check, par, figure, problem in con.execute(
+            f'SELECT DISTINCT "check", params, figure, problem FROM figures '
+            f"WHERE {cond} AND isfinite(value) {wall}",
+            params,
+        ).fetchall():
+            found.setdefault((check, par, figure), set()).add(problem)
+        sizes.append(found)
+    rows = []
+    for key in sorted(sizes[0].keys() & sizes[1].keys()):
+        a, b = sizes[0][key], sizes[1][key]
+        if a & b:
+            continue
+        shown = [", ".join(sorted(figures.shown_problem(p) or "-" for p in s)) for s in (a, b)]
+        rows.append(
+            {
+                "check": key[0],
+                "params": key[1],
+                "problem": f"A: {shown[0]} | B: {shown[1]}",
+                "figure": key[2],
+                "beyond_noise": NOT_COMPARED,
+            }
+        )
+    return pd.DataFrame(rows, columns=COLUMNS)
 
 
 @lru_cache(maxsize=None)
@@ -232,6 +270,9 @@ def compare(a, b, results_root=None, job_wall=False, warn=None, progress=None):
     """The comparison table of sides ``a`` and ``b`` (:class:`Side`), from the store."""
     con = store.open_store(sorted({a.site, b.site}), results_root, warn, progress)
     table = verdicts(query(con, a.where(), b.where(), job_wall))
+    apart = not_compared(con, a.where(), b.where(), job_wall)
+    if not apart.empty:
+        table = pd.concat([table, apart], ignore_index=True) if len(table) else apart
     table.attrs["caveats"] = caveats(con, [a.site, b.site])
     return table
 
@@ -271,10 +312,12 @@ def render(table, a_label, b_label, fmt="table"):
             },
             indent=2,
         )
+    warnings = "".join(f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", []))
+    apart = table[table["beyond_noise"] == NOT_COMPARED]
+    table = table[table["beyond_noise"] != NOT_COMPARED]
     if table.empty:
-        return f"no figure is present in both {a_label} and {b_label}" + "".join(
-            f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", [])
-        )
+        head = f"no figure of the same problem size is present in both {a_label} and {b_label}"
+        return head + _not_compared_lines(apart) + warnings
 
     def spread(median, iqr, n):
         return f"{num(median)} ±{num(iqr / 2)} (n={n})" if n > 1 else f"{num(median)} (n=1)"
@@ -283,6 +326,7 @@ def render(table, a_label, b_label, fmt="table"):
         {
             "check": table["check"],
             "params": table["params"],
+            "problem": [figures.shown_problem(p) for p in table["problem"]],
             "figure": table["figure"],
             "unit": table["unit"],
             f"A: {a_label}": map(spread, table["median_a"], table["iqr_a"], table["n_a"]),
@@ -296,5 +340,18 @@ def render(table, a_label, b_label, fmt="table"):
         f"\nmedian ±IQR/2 over runs; beyond noise: two-sided Mann-Whitney U test, p < {ALPHA:g}"
         " (exact for small samples without ties)"
     )
-    warnings = "".join(f"\nCAVEAT: {c}" for c in table.attrs.get("caveats", []))
-    return shown.to_string(index=False) + note + warnings
+    if not shown["problem"].astype(bool).any():
+        shown = shown.drop(columns="problem")
+    return shown.to_string(index=False) + note + _not_compared_lines(apart) + warnings
+
+
+def _not_compared_lines(apart):
+    """One line per check and parameters whose figures share no problem size."""
+    if apart.empty:
+        return ""
+    lines = ["", f"NOT COMPARED, no common problem size ({len(apart)} figures):"]
+    for (check, params, problem), group in apart.groupby(
+        ["check", "params", "problem"], sort=True
+    ):
+        lines.append(f"  {check} {params} ({', '.join(group['figure'])}): {problem}")
+    return "\n".join(lines)

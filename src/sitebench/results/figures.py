@@ -2,7 +2,8 @@
 
 Reads ReFrame's own run report (``report.json``) of each run; columns:
 site, run, started, system, partition, environ, check, params, figure, value,
-unit, reference, lower, upper, result, arch, ref_keys, ref_index, case_vars.
+unit, reference, lower, upper, result, arch, ref_keys, ref_index, case_vars,
+problem, host.
 ``params`` is the test's display name without the check name (e.g.
 ``%scale=quick %threads=all``), so rows group by parameter set without parsing
 test names further. ``arch`` is the run's CPU microarchitecture (provenance);
@@ -10,6 +11,22 @@ test names further. ``arch`` is the run's CPU microarchitecture (provenance);
 references by and their values in this case, so references can be proposed
 from the store; ``case_vars`` (a JSON object) holds the case's parameters and
 those variables with their values (threads, ranks, mapping...) for plots.
+
+``problem`` (a JSON object, keys sorted) holds the variables that size the problem and
+their values (HPL ``n nb p q``, NPB ``npb_class``, STREAM ``stream_array_size``, PARSEC
+``num_options frames fluid_input``, sysbench ``table_size tables``, OSU ``min_size
+max_size``): the check's logged ``problem_keys``. Runs stored before the checks logged
+``problem_keys`` (2026-11-24) are read as they are: the keys come from
+:data:`LEGACY_PROBLEM_KEYS`, each with the value the run logged, null where it logged none
+(NPB runs before ``npb_class`` was logged); STREAM's array size is read from the concrete
+spec (``stream_array_size=``). A null value is a problem of its own, never equal to a known
+size. Figures are compared only between equal ``problem`` values.
+
+``host`` is the fingerprint id (:mod:`sitebench.sites.host`) of the host a figure belongs
+to where the partition's references and history are per host (the check's logged
+``host_fingerprint``), null where they are site-wide. Runs stored before the checks logged
+it: per host for sites ``local`` and ``local-slurm`` (the id recorded in, or derived from,
+the run's provenance), site-wide for every other site.
 
 On request (``job_wall=True``), every case that ran also has ``job_wall`` (s): ReFrame's
 run phase, from submitting the job to seeing it finish. Compared between a site and the same
@@ -20,6 +37,8 @@ import json
 import re
 
 import pandas as pd
+
+from sitebench.sites import host
 
 COLUMNS = [
     "site",
@@ -41,7 +60,24 @@ COLUMNS = [
     "ref_keys",
     "ref_index",
     "case_vars",
+    "problem",
+    "host",
 ]
+
+#: The problem-size variables of the checks, for runs stored before they logged them.
+LEGACY_PROBLEM_KEYS = {
+    "HplCheck": ["n", "nb", "p", "q"],
+    "NpbCheck": ["npb_class"],
+    "StreamCheck": ["stream_array_size"],
+    "ParsecCheck": ["num_options", "frames", "fluid_input"],
+    "SysbenchCheck": ["table_size", "tables"],
+    "OsuLatencyCheck": ["min_size", "max_size"],
+    "OsuBandwidthCheck": ["min_size", "max_size"],
+}
+#: Sites whose runs are per host when the run does not say (this machine, alone or through
+#: its private Slurm cluster).
+HOST_SITES = {"local", "local-slurm"}
+_ARRAY_SIZE = re.compile(r"\bstream_array_size=(\d+)")
 
 _PARAM = re.compile(r"%(\w+)=(\S+)")
 
@@ -54,9 +90,33 @@ def _case_vars(case, params):
     return json.dumps(values, sort_keys=True)
 
 
+def problem_of(case, check):
+    """The JSON object of the case's problem-size variables (see the module's docstring)."""
+    keys = case.get("problem_keys")
+    if not isinstance(keys, list):
+        keys = LEGACY_PROBLEM_KEYS.get(check, [])
+    values = {}
+    for key in keys:
+        value = case.get(key)
+        if key == "stream_array_size" and not value:
+            found = _ARRAY_SIZE.search(case.get("concrete_spec") or "")
+            value = int(found.group(1)) if found else None
+        values[key] = value if isinstance(value, (str, int, float, bool)) else None
+    return json.dumps(values, sort_keys=True)
+
+
+def shown_problem(problem):
+    """``n=9984 nb=192 p=1 q=2`` from a ``problem`` JSON object ('' for none)."""
+    values = json.loads(problem) if isinstance(problem, str) and problem else {}
+    return " ".join(f"{k}={'?' if v is None else v}" for k, v in values.items())
+
+
 def rows_of_run(run, job_wall=False):
     started = run.report.get("session_info", {}).get("time_start")
     arch = (run.provenance or {}).get("cpu_arch")
+    legacy_host = None
+    if run.site in HOST_SITES:
+        legacy_host = host.of_run(run.provenance, getattr(run, "path", None))["id"]
     # ReFrame re-runs failed cases in later 'runs' (--max-retries); keep the last word.
     latest = {}
     for attempt in run.report.get("runs", []):
@@ -83,6 +143,12 @@ def rows_of_run(run, job_wall=False):
             "ref_keys": None if keys is None else json.dumps(keys),
             "ref_index": None if keys is None else json.dumps([case.get(k) for k in keys]),
             "case_vars": _case_vars(case, params),
+            "problem": problem_of(case, check),
+            "host": (
+                (case.get("host_fingerprint") or None)
+                if "host_fingerprint" in case
+                else legacy_host
+            ),
         }
         ran = case.get("result") in ("pass", "fail")
         if job_wall and ran and case.get("time_run") is not None:

@@ -14,6 +14,13 @@ figure (rates, bandwidths, Mop/s...) loses downwards. Figures in bytes or
 counts (where a peak was, how many errors) and figures whose median is 0 get
 no reference: they describe the run, and sanity decides on errors.
 
+Only like with like: where the site's figures are per host (``local``; the store's ``host``),
+only the runs of the host of the site's newest run are used, and the proposal records that
+host's fingerprint as ``$host`` (:mod:`sitebench.sites.host`): the references then apply on
+that host only. Where one reference entry was measured at several problem sizes (the store's
+``problem``: HPL's N, NPB's class...), only the size of its newest run is used; the others
+are named in the notes.
+
 The values come from the results store (:mod:`sitebench.results.store`): one DuckDB query over
 the Parquet index, so years of nightly runs take no longer than a few.
 """
@@ -25,6 +32,9 @@ import math
 import yaml
 
 from sitebench.results import store
+from sitebench.results.figures import shown_problem
+from sitebench.results.rundirs import run_dirs
+from sitebench.sites import host
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 
@@ -46,27 +56,41 @@ def _round(value):
     return int(rounded) if digits <= 0 else rounded
 
 
-def collect(site, last, root=None, warn=None, progress=None):
-    """The site's last ``last`` run names and the :func:`history` rows over them."""
-    con = store.open_store([site], root, warn, progress)
-    return history(con, site, last)
+def newest_host(con, site):
+    """The host id of the site's newest run where its figures are per host, else None."""
+    return con.execute(
+        "SELECT arg_max(host, run) FROM figures WHERE site = ? AND host IS NOT NULL", [site]
+    ).fetchone()[0]
 
 
-def history(con, site, last):
-    """Per (check, arch, keys, key values, figure) over the site's last ``last`` runs:
-    unit, median, MAD, count and whether the keys are the check's current index."""
+def history(con, site, last, host_id=None):
+    """Per (check, arch, keys, key values, figure) over the site's last ``last`` runs (of
+    host ``host_id`` only, when given): unit, median, MAD, count, whether the keys are the
+    check's current index, and the problem sizes left out."""
+    where_host = (
+        "AND run IN (SELECT run FROM figures WHERE site = ? AND host = ?)" if host_id else ""
+    )
     runs = [
         name
         for (name,) in con.execute(
-            "SELECT run FROM runs WHERE site = ? ORDER BY run DESC LIMIT ?", [site, last]
+            f"SELECT run FROM runs WHERE site = ? {where_host} ORDER BY run DESC LIMIT ?",
+            [site] + ([site, host_id] if host_id else []) + [last],
         ).fetchall()
     ][::-1]
     rows = con.execute(
         """
-        WITH recent AS (
+        WITH chosen AS (
             SELECT * FROM figures
             WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
               AND figure <> 'job_wall' AND isfinite(value)
+        ), sizes AS (
+            -- One problem size per entry: that of its newest run.
+            SELECT "check", arch, ref_keys, ref_index, figure,
+                arg_max(problem, run) AS size, list(DISTINCT problem) AS all_sizes
+            FROM chosen GROUP BY ALL
+        ), recent AS (
+            SELECT chosen.* FROM chosen JOIN sizes USING ("check", arch, ref_keys, ref_index, figure)
+            WHERE chosen.problem IS NOT DISTINCT FROM sizes.size
         ), newest AS (
             -- The index each check declares in the newest run that has it.
             SELECT "check", arg_max(ref_keys, run) AS keys FROM recent
@@ -74,8 +98,10 @@ def history(con, site, last):
         )
         SELECT "check", arch, ref_keys, ref_index, figure, any_value(unit) AS unit,
             median(value) AS median, mad(value) AS mad, count(*) AS n,
-            ref_keys = newest.keys AS current_index
-        FROM recent JOIN newest USING ("check")
+            ref_keys = newest.keys AS current_index,
+            any_value(size) AS size, any_value(all_sizes) AS all_sizes
+        FROM recent JOIN newest USING ("check") JOIN sizes
+            USING ("check", arch, ref_keys, ref_index, figure)
         WHERE arch IS NOT NULL
         GROUP BY "check", arch, ref_keys, ref_index, figure, newest.keys
         ORDER BY "check", arch, ref_keys, ref_index, figure
@@ -86,8 +112,13 @@ def history(con, site, last):
 
 
 def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
-    """The proposed references mapping, the notes on what was left out, and the runs used."""
-    runs, rows = collect(site, last, root, warn)
+    """The proposed references mapping, the notes on what was left out, and the runs used.
+
+    Where the site's figures are per host, the mapping starts with ``$host``: the fingerprint
+    of the host of the runs used (none when that host is unknown)."""
+    con = store.open_store([site], root, warn)
+    host_id = newest_host(con, site)
+    runs, rows = history(con, site, last, host_id)
     if len(runs) < MIN_RUNS:
         raise SitebenchError(
             f"site {site!r} has {len(runs)} stored run(s); references need at least "
@@ -95,15 +126,47 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
             f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
         )
     proposal, notes = build(rows, min_tolerance)
+    if host_id and proposal:
+        fp = run_host(con, site, runs[-1], root)
+        if fp.get("id") == host.UNKNOWN:
+            notes.append(
+                f"the runs {runs[0]} .. {runs[-1]} record no host: the references name none "
+                "and apply on no host"
+            )
+        else:
+            proposal = {host.REFERENCES_KEY: fp, **proposal}
+        others = con.execute(
+            "SELECT count(DISTINCT run) FROM figures WHERE site = ? AND host <> ?",
+            [site, host_id],
+        ).fetchone()[0]
+        if others:
+            notes.append(
+                f"{others} run(s) of other hosts left out: references apply to "
+                f"{host.describe(fp)} only"
+            )
     return proposal, notes, runs
+
+
+def run_host(con, site, run, root=None):
+    """The host fingerprint of one stored run (recorded, derived or unknown)."""
+    (prov,) = con.execute(
+        "SELECT provenance FROM runs WHERE site = ? AND run = ?", [site, run]
+    ).fetchone()
+    path = next((p for p in run_dirs(site, root) if p.name == run), None)
+    return host.of_run(json.loads(prov or "{}"), path)
 
 
 def build(rows, min_tolerance=MIN_TOLERANCE):
     """The references mapping from :func:`history` rows, and notes on what was left out."""
     proposal, notes = {}, []
-    for check, arch, keys_json, index_json, figure, unit, median, mad, n, current in rows:
+    for check, arch, keys_json, index_json, figure, unit, median, mad, n, current, *more in rows:
+        # ``more``: the problem size used and all sizes seen (from :func:`history`).
         keys, index = json.loads(keys_json), json.loads(index_json)
         label = f"{check} {dict(zip(keys, index))} {figure}"
+        size, sizes = more if more else (None, [])
+        for other in sizes or []:
+            if other != size:
+                notes.append(f"{label}: runs of problem size {shown_problem(other)!r} left out")
         if not current:
             # The check's index changed: older runs cannot say which entry they belong to.
             notes.append(f"{label}: from runs indexed by {keys}, since changed; left out")
@@ -144,7 +207,10 @@ def merged(current_text, proposal):
     current = yaml.safe_load(current_text) or {} if current_text else {}
     if not isinstance(current, dict):
         raise SitebenchError("the current references file is not a mapping", "fix or empty it")
-    return {**{k: v for k, v in current.items() if k not in proposal}, **proposal}
+    both = {**{k: v for k, v in current.items() if k not in proposal}, **proposal}
+    # The host the references were made on comes first, where a reader looks.
+    first = {k: both.pop(k) for k in [host.REFERENCES_KEY] if k in both}
+    return {**first, **both}
 
 
 def diff(path, new_text):

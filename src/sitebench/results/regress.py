@@ -1,8 +1,11 @@
 """Regression detection: a run's figures against the site's recent history.
 
 Static references say whether a figure is acceptable; a drift says it changed. For each
-figure of a run (same check, parameters, partition and CPU as in the history), the history
-is the site's ``history`` previous runs. Rule (stated): the robust z-score
+figure of a run (same check, parameters, problem size, partition and CPU as in the history),
+the history is the site's ``history`` previous runs; where the site's figures are per host
+(``local``, and partitions with ``extras['host_references']``: the store's ``host``), only the
+previous runs of the same host (:mod:`sitebench.sites.host`), so a newcomer's machine is never
+judged against another machine's history. Rule (stated): the robust z-score
 z = (value - median) / sigma, sigma = 1.4826 x MAD of the history (floored at
 SIGMA_FLOOR x |median|, so a history of identical values does not flag the last digit);
 a drift is |z| > Z_LIMIT = 3.5 (Iglewicz and Hoaglin's cut-off for the modified z-score),
@@ -13,7 +16,7 @@ still inside its static tolerance (``result`` pass) - that is the point.
 
 import json
 
-from sitebench.results import store
+from sitebench.results import figures, store
 from sitebench.results.compare import num
 from sitebench.common.errors import SitebenchError
 from sitebench.results.propose import LOWER_IS_BETTER_UNITS, MAD_TO_SIGMA
@@ -24,6 +27,7 @@ SIGMA_FLOOR = 0.005
 COLUMNS = [
     "check",
     "params",
+    "problem",
     "partition",
     "figure",
     "unit",
@@ -51,18 +55,36 @@ def drifts(con, site, run=None, history=20):
             f"run {site}/{run} is not among the readable runs of {site}",
             f"list the runs with `ls results/{site}`",
         )
-    earlier = runs[: runs.index(run)][-history:]
+    earlier = runs[: runs.index(run)]
+    hosts = [
+        h
+        for (h,) in con.execute(
+            "SELECT DISTINCT host FROM figures WHERE site = ? AND run = ? AND host IS NOT NULL",
+            [site, run],
+        ).fetchall()
+    ]
+    if hosts:
+        same = {
+            r
+            for (r,) in con.execute(
+                "SELECT DISTINCT run FROM figures WHERE site = ? "
+                "AND host IN (SELECT unnest(?::VARCHAR[]))",
+                [site, hosts],
+            ).fetchall()
+        }
+        earlier = [r for r in earlier if r in same]
+    earlier = earlier[-history:]
     df = con.execute(
         f"""
         WITH past AS (
-            SELECT "check", params, partition, figure, arch,
+            SELECT "check", params, problem, partition, figure, arch, host,
                 median(value) AS m, mad(value) AS mad, count(*) AS n
             FROM figures
             WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
               AND isfinite(value) AND figure <> 'job_wall'
             GROUP BY ALL
         )
-        SELECT now."check", now.params, now.partition, now.figure, now.unit, now.value,
+        SELECT now."check", now.params, now.problem, now.partition, now.figure, now.unit, now.value,
             now.result, coalesce(past.n, 0) AS history_n, past.m AS history_median,
             (now.value - past.m) / greatest({MAD_TO_SIGMA} * past.mad,
                                             {SIGMA_FLOOR} * abs(past.m)) AS z
@@ -70,6 +92,8 @@ def drifts(con, site, run=None, history=20):
             ON now."check" = past."check" AND now.params = past.params
             AND now.figure = past.figure AND now.partition IS NOT DISTINCT FROM past.partition
             AND now.arch IS NOT DISTINCT FROM past.arch
+            AND now.problem IS NOT DISTINCT FROM past.problem
+            AND now.host IS NOT DISTINCT FROM past.host
         WHERE now.site = ? AND now.run = ? AND isfinite(now.value) AND now.figure <> 'job_wall'
         ORDER BY ALL
         """,
@@ -85,7 +109,9 @@ def drifts(con, site, run=None, history=20):
         return "worse" if (row["z"] > 0) == up_is_worse else "better"
 
     df["drift"] = df.apply(verdict, axis=1) if len(df) else []
-    return run, earlier, df.reindex(columns=COLUMNS)
+    df = df.reindex(columns=COLUMNS)
+    df.attrs["hosts"] = hosts
+    return run, earlier, df
 
 
 def check_site(site, run=None, history=20, results_root=None, warn=None, progress=None):
@@ -109,8 +135,9 @@ def render(site, run, earlier, df, fmt="table"):
             indent=2,
         )
     judged = int((df["drift"] != "history too short").sum())
+    same = " of the same host" if df.attrs.get("hosts") else ""
     head = (
-        f"{site}/{run} against its {len(earlier)} earlier run(s): {judged} of {len(df)} "
+        f"{site}/{run} against its {len(earlier)} earlier run(s){same}: {judged} of {len(df)} "
         f"figures judged, {len(flagged)} drifted (|robust z| > {Z_LIMIT})"
     )
     if flagged.empty:
@@ -119,6 +146,7 @@ def render(site, run, earlier, df, fmt="table"):
     for _, row in flagged.iterrows():
         lines.append(
             f"  {row['drift'].upper():6} {row['check']} {row['params']} "
+            f"{figures.shown_problem(row['problem'])} "
             f"[{row['partition']}] {row['figure']}: {num(row['value'])} {row['unit']} vs "
             f"median {num(row['history_median'])} of {row['history_n']} (z = {row['z']:+.1f}; "
             f"static check: {row['result']})"

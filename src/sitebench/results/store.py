@@ -29,6 +29,8 @@ from sitebench.common.progress import progress_bar
 from sitebench.results.rundirs import BadRun, leftovers, load_run, run_dirs, site_dirs
 
 MAX_SEGMENTS = 8
+#: The index's layout: a new version (new columns) makes a new index, read from results/ anew.
+SCHEMA_VERSION = 2
 _TIME = pa.timestamp("s", tz="UTC")
 FIGURES = pa.schema(
     [
@@ -51,6 +53,8 @@ FIGURES = pa.schema(
         ("ref_keys", pa.string()),
         ("ref_index", pa.string()),
         ("case_vars", pa.string()),
+        ("problem", pa.string()),
+        ("host", pa.string()),
     ]
 )
 RUNS = pa.schema(
@@ -75,7 +79,8 @@ def store_dir(results_root=None):
     ``$SITEBENCH_STORE_DIR`` (default ``.sitebench/store``)."""
     root = Path(results_root or paths.results_dir()).resolve()
     # One index per results directory: tests and other checkouts never share one.
-    digest = hashlib.sha256(str(root).encode()).hexdigest()[:16]
+    # Another SCHEMA_VERSION: another index (old segments lack the new columns).
+    digest = hashlib.sha256(f"{root}\0v{SCHEMA_VERSION}".encode()).hexdigest()[:16]
     return Path(os.environ.get("SITEBENCH_STORE_DIR", paths.state_dir() / "store")) / digest
 
 

@@ -1,11 +1,15 @@
 """After a run: each figure against its reference and against the site's earlier runs.
 
-The earlier runs are read from the results store (one query, however long the history).
+The earlier runs are read from the results store (one query, however long the history):
+those of the same problem size (the store's ``problem``) and, where the site's figures are per
+host (``local``), of the same host only. Where the site's references belong to another host
+(or name none), the summary says so in one line, and how to make this machine's.
 """
 
 import pandas as pd
 
-from sitebench.results import store
+from sitebench.results import figures, store
+from sitebench.sites import host
 from sitebench.results.compare import num
 from sitebench.results.rundirs import load_run
 
@@ -19,6 +23,22 @@ def _reference(row):
     return f"{num(ref)} ({lower}/{upper})"
 
 
+def references_note(run):
+    """The one line saying why no static reference applied, or ''.
+
+    From the cases' logged ``host_fingerprint`` (set where the partition's references are per
+    host) and ``references_host`` (the ``$host`` of the references file)."""
+    for attempt in run.report.get("runs", []):
+        for case in attempt.get("testcases", []):
+            here = case.get("host_fingerprint")
+            if not here or case.get("fixture") or case.get("references_host") == here:
+                continue
+            prov = run.provenance or {}
+            fp = prov.get("host_fingerprint") or {"id": here}
+            return host.references_verdict(run.site, prov.get("references_made_on"), fp)[1]
+    return ""
+
+
 def summarize(run_path, root=None):
     """A text table of the run at ``run_path`` beside its site's earlier runs."""
     run = load_run(run_path)
@@ -30,7 +50,7 @@ def summarize(run_path, root=None):
     ).df()
     earlier = con.execute(
         """
-        SELECT "check", params, partition, figure, median(value) AS median,
+        SELECT "check", params, problem, partition, host, figure, median(value) AS median,
             count(*) AS n, arg_max(value, run) AS previous
         FROM figures
         WHERE site = ? AND run < ? AND figure <> 'job_wall' AND isfinite(value)
@@ -38,21 +58,37 @@ def summarize(run_path, root=None):
         """,
         [run.site, run.name],
     ).df()
-    n_earlier = con.execute(
-        "SELECT count(*) FROM runs WHERE site = ? AND run < ?", [run.site, run.name]
-    ).fetchone()[0]
+    hosts = sorted({h for h in now["host"] if isinstance(h, str)})
+    if hosts:
+        n_earlier = con.execute(
+            "SELECT count(DISTINCT run) FROM figures WHERE site = ? AND run < ? "
+            "AND host IN (SELECT unnest(?::VARCHAR[]))",
+            [run.site, run.name, hosts],
+        ).fetchone()[0]
+    else:
+        n_earlier = con.execute(
+            "SELECT count(*) FROM runs WHERE site = ? AND run < ?", [run.site, run.name]
+        ).fetchone()[0]
+    same = " of this host" if hosts else ""
     lines = [
         f"run {run.site}/{run.name}: {len(now)} figures; "
-        f"{n_earlier} earlier run(s) of {run.site}"
+        f"{n_earlier} earlier run(s) of {run.site}{same}"
     ]
+    why = references_note(run)
+    if why:
+        lines.append(why)
     if now.empty:
         return "\n".join(lines + ["(no performance figures: see ReFrame's output above)"])
-    keys = ["check", "params", "partition", "figure"]
-    table = now.merge(earlier, on=keys, how="left")
+    keys = ["check", "params", "problem", "partition", "host", "figure"]
+    # NULL (site-wide) host and problem must match each other in the merge.
+    table = now.fillna({"host": "", "problem": ""}).merge(
+        earlier.fillna({"host": "", "problem": ""}), on=keys, how="left"
+    )
     shown = pd.DataFrame(
         {
             "check": table["check"],
             "params": table["params"],
+            "problem": [figures.shown_problem(p) for p in table["problem"]],
             "figure": table["figure"],
             "value": [f"{num(v)} {u}" for v, u in zip(table["value"], table["unit"])],
             "reference": table.apply(_reference, axis=1),
@@ -67,6 +103,8 @@ def summarize(run_path, root=None):
             ],
         }
     )
+    if not shown["problem"].astype(bool).any():
+        shown = shown.drop(columns="problem")
     if now["partition"].nunique() > 1:
         shown.insert(2, "partition", table["partition"])
     lines.append(shown.to_string(index=False))

@@ -3,12 +3,14 @@
 import os
 
 import reframe as rfm
+import yaml
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, SanityError
 
+from sitebench.sites import host
 from sitebench.run.energy import EnergyError
 from sitebench.run.energy.config import power_config
 from sitebench.parsers import slurm
@@ -61,6 +63,26 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #: :type: :class:`List[str]`
     reference_keys = variable(typ.List[str], value=["scale"], loggable=True)
 
+    #: The variables that size the problem (HPL's N, NB and grid, NPB's class...): figures
+    #: are compared, judged against history and proposed as references only between cases
+    #: with the same values of these (the store's ``problem`` column). Logged.
+    #:
+    #: :type: :class:`List[str]`
+    problem_keys = variable(typ.List[str], value=[], loggable=True)
+
+    #: Where the partition's references and history belong to one host
+    #: (``extras['host_references']``, set for ``local``): this host's fingerprint id
+    #: (sitebench/sites/host.py); empty where they are site-wide. Logged.
+    #:
+    #: :type: :class:`str`
+    host_fingerprint = variable(str, value="", loggable=True)
+
+    #: The host the references file says its references were made on (its ``$host`` id;
+    #: empty when it names none). Logged beside ``host_fingerprint``.
+    #:
+    #: :type: :class:`str`
+    references_host = variable(str, value="", loggable=True)
+
     #: Figures that get a per-watt companion ``<figure>_per_watt`` where the
     #: partition reads power: figure name -> unit, e.g. ``{"gflops": "Gflop/s/W"}``.
     #: A class attribute, not a variable: a property of the check, kept out of perflogs.
@@ -112,6 +134,25 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
                 f"{type(self).__name__}.energy_figures names {', '.join(unknown)}, which are "
                 f"not figures of the check ({', '.join(self.perf_variables)})"
             )
+
+    @run_after("setup")
+    def references_of_this_host(self):
+        """Where the partition's references belong to one host (``extras['host_references']``):
+        on another host none applies, every figure is logged and none fails on them."""
+        part = self.current_partition
+        if not part.extras.get("host_references"):
+            return
+        here = host.detect()
+        self.host_fingerprint = here["id"]
+        path = part.extras.get("references")
+        data = {}
+        if path and os.path.isfile(path):
+            with open(path) as fp:
+                data = yaml.safe_load(fp) or {}
+        made_on = host.references_host(data, path)
+        self.references_host = (made_on or {}).get("id", "")
+        if not host.references_verdict(self.current_system.name, made_on, here)[0]:
+            self.reference = {}
 
     @run_after("setup")
     def configure_power(self):

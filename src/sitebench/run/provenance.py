@@ -5,7 +5,10 @@
 * the Spack version and commit, the builtin repository and its commit;
 * the sitebench commit (and whether the checkout had local changes);
 * the hash of every file of the site's configuration;
-* the detected CPU topology, ReFrame's version, the host and the command.
+* the detected CPU topology, ReFrame's version, the host and the command;
+* the host fingerprint (``host_fingerprint``: CPU model, sockets, cores, CPUs, memory in
+  GiB, rule in :mod:`sitebench.sites.host`) and the fingerprint the site's references say
+  they were made on (``references_made_on``: their ``$host`` entry, null when they name none).
 """
 
 import hashlib
@@ -17,11 +20,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
 from sitebench import __version__
 
 from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
 
 from sitebench.spack.pinned import git_commit
+from sitebench.sites import host
 
 
 def site_config_hash(site_dir):
@@ -81,6 +88,19 @@ def emulation_provenance(site):
         "qemu_cpu": os.environ.get("QEMU_CPU") or emu["qemu_cpu"],
         "root": os.environ.get("SITEBENCH_EMULATION_ROOT") or emu["root"],
     }
+
+
+def references_made_on(site):
+    """The ``$host`` entry of the references file the run used, or None."""
+    path = os.environ.get("SITEBENCH_REFERENCES") or site.references
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    try:
+        return host.references_host(data, path) if isinstance(data, dict) else None
+    except SitebenchError:
+        return None  # `./sitebench validate` names the problem; the run is kept all the same
 
 
 def slurm_provenance(cluster, dest):
@@ -155,6 +175,8 @@ def collect(
             "python": sys.version.split()[0],
         },
     }
+    info["host_fingerprint"] = host.detect()
+    info["references_made_on"] = references_made_on(site)
     if scheduler is not None:
         info["scheduler"] = slurm_provenance(scheduler, dest)
     emulated = emulation_provenance(site)

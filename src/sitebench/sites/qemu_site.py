@@ -203,13 +203,17 @@ def debian_mirrors(sources=Path("/etc/apt/sources.list.d/debian.sources")):
     return archive, security
 
 
-def offline_settings(environ=None, path=OFFLINE_ENV):
-    """The offline variables (SITEBENCH_SPACK_GIT, ...): the environment's, else the file's."""
+def offline_settings(environ=None, path=None):
+    """The offline variables (SITEBENCH_SPACK_GIT, ...): the caller's environment wins, the
+    file (``$SITEBENCH_OFFLINE_ENV``, else /etc/sitebench/offline.env) gives only those it
+    does not set, as ./sitebench reads it. A variable set empty stays empty (unset it to take
+    the file's)."""
     environ = os.environ if environ is None else environ
+    path = path or environ.get("SITEBENCH_OFFLINE_ENV") or OFFLINE_ENV
     found = {}
     try:
         for line in Path(path).read_text().splitlines():
-            line = line.strip()
+            line = line.strip().removeprefix("export ").strip()
             if line and not line.startswith("#") and "=" in line:
                 key, value = line.split("=", 1)
                 if key in OFFLINE_VARS:
@@ -217,9 +221,9 @@ def offline_settings(environ=None, path=OFFLINE_ENV):
     except OSError:
         pass
     for key in OFFLINE_VARS:
-        if environ.get(key):
+        if key in environ:
             found[key] = environ[key]
-    return found
+    return {key: value for key, value in found.items() if value}
 
 
 # -- commands --------------------------------------------------------------------------------

@@ -14,6 +14,10 @@ no bound on that side. Keys that
 do not match (another microarchitecture, an unknown scale) mean "no
 reference": the figure is logged and does not fail.
 
+``$host`` (optional, written by ``./sitebench references SITE --write`` where the site's
+references are per host) is the fingerprint of the host the references were made on
+(:mod:`sitebench.sites.host`); on another host none of them applies.
+
 :func:`problems` lists every problem of a file; given the checks (name -> their
 figures and variables, :func:`sitebench.sites.validate.known_checks`) it also flags
 references to checks, figures or index variables that no check has.
@@ -25,6 +29,7 @@ import math
 import yaml
 
 from sitebench.common.errors import SitebenchError
+from sitebench.sites import host
 
 FIX = "see site-configs/README.md for the format of references.yaml"
 
@@ -160,6 +165,11 @@ def problems(path, checks=None, shown=None):
         found.add("top level", "expected a mapping of check names")
         return None, found.found
     for check, refs in data.items():
+        if check == host.REFERENCES_KEY:
+            problem = host.host_entry_problem(refs)
+            if problem:
+                found.add(check, problem, host.HOST_ENTRY_FIX)
+            continue
         found.guarded(found.check, check, refs)
     return data, found.found
 

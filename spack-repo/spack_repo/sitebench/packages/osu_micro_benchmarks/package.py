@@ -6,7 +6,7 @@ from spack_repo.builtin.packages.osu_micro_benchmarks.package import (
     OsuMicroBenchmarks as BuiltinOsuMicroBenchmarks,
 )
 
-from spack.package import maintainers
+from spack.package import maintainers, version
 
 
 class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
@@ -32,5 +32,11 @@ class OsuMicroBenchmarks(BuiltinOsuMicroBenchmarks):
     """
 
     git = "https://github.com/yqin/osu-micro-benchmarks.git"
+
+    # The same commit as a named version, for dependents: Spack takes commit versions
+    # (``@git.<commit>=7.2``) from input specs and configuration only, never from another
+    # recipe's depends_on. ``sitebench-suite`` pins this; it is the same source and the same
+    # mirror file as the environments' ``@git.b7fc8c57...=7.2``, and satisfies ``@7.2``.
+    version("7.2-b7fc8c5", commit="b7fc8c578f1777023ce8a5d41c17f9b0ff0748f0")
 
     maintainers("sitebench")
