@@ -155,3 +155,26 @@ def test_a_half_written_run_is_reported_kept_and_not_indexed(results_root):
     assert left.path.is_dir()  # nothing is lost: kept for inspection
     con = store.connect(results_root=results_root)
     assert count(con, "runs") == 1
+
+
+@pytest.mark.reliability_fault
+def test_a_run_without_a_single_figure_is_indexed_and_summarized(results_root):
+    """Every build failed: the run has cases but no figure and no job time. Its index
+    segment is still written (an empty figure column once could not be typed, and the
+    summary after the run crashed)."""
+    from sitebench.results import summary
+
+    failed = [
+        {**c, "perfvalues": {}, "result": "fail", "time_run": None, "fail_phase": "setup"}
+        for c in REPORT["runs"][0]["testcases"]
+    ]
+    incoming = Incoming("local")
+    report = {**REPORT, "runs": [{**REPORT["runs"][0], "testcases": failed}]}
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text(json.dumps({"cpu_arch": "zen3"}))
+    run = incoming.commit()
+    assert store.refresh("local") == 1
+    con = store.connect(results_root=results_root)
+    assert count(con, "runs") == 1 and count(con) == 0
+    assert "0 figures" in summary.summarize(run)

@@ -95,7 +95,10 @@ def _time(text):
 
 def _figure_table(rows):
     df = pd.DataFrame(rows, columns=FIGURES.names)
-    df["started"] = [_time(t) for t in df["started"]]
+    # Typed even when empty: a run without a figure (every build failed) is indexed too.
+    df["started"] = pd.Series(
+        [_time(t) for t in df["started"]], index=df.index, dtype="datetime64[ns, UTC]"
+    )
     for col in ("value", "reference", "lower", "upper"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     return pa.Table.from_pandas(df, schema=FIGURES, preserve_index=False)
