@@ -273,3 +273,51 @@ def per_case(df, labels, *, title):
     chart = chart.facet(row=alt.Row("panel:N", title=None, header=header))
     chart = chart.resolve_scale(x="independent", y="independent")
     return chart.properties(title=title)
+
+
+def model_vs_measured(table, labels, *, title):
+    """Jacobi MLUP/s against ranks: the measurement (solid) and the model (dashed), one panel
+    per mapping; ``table`` is :func:`sitebench.results.jacobi_model.model_table`'s."""
+    rows = []
+    for row in records(table):
+        for kind, column in (("measured", "MLUP/s real"), ("model", "MLUP/s est")):
+            if row.get(column) is not None:
+                rows.append({**row, "kind": kind, "mlups": row[column], "site_label": row["site"]})
+    if not rows:
+        return None
+    line = alt.Chart(alt.Data(values=rows)).mark_line(point=True)
+    chart = line.encode(
+        x=alt.X("N:Q", title="MPI ranks N", axis=alt.Axis(format="d")),
+        y=alt.Y("median(mlups):Q", title="MLUP/s", scale=alt.Scale(zero=False)),
+        color=site_colour(labels),
+        strokeDash=alt.StrokeDash("kind:N", title="", sort=["measured", "model"]),
+        tooltip=[
+            alt.Tooltip("site_label:N", title="site"),
+            alt.Tooltip("kind:N"),
+            alt.Tooltip("N:Q"),
+            alt.Tooltip("median(mlups):Q", title="MLUP/s", format=".4g"),
+        ],
+    ).properties(width=WIDTH, height=HEIGHT)
+    return chart.facet(facet=alt.Facet("mapping:N", title="mapping")).properties(title=title)
+
+
+def loss_bars(table, labels, *, title):
+    """Loss in % per benchmark (a bar per site), from :func:`seed_tables.page_loss`."""
+    if table.empty:
+        return None
+    rows = [{**row, "site_label": row["site"], "loss": row["loss %"]} for row in records(table)]
+    bars = alt.Chart(alt.Data(values=rows)).mark_bar()
+    return bars.encode(
+        x=alt.X("loss:Q", title="loss with 4 KiB pages vs 2 MiB pages (%)"),
+        y=alt.Y("benchmark:N", title=""),
+        yOffset="site_label:N",
+        color=site_colour(labels),
+        tooltip=[
+            alt.Tooltip("site_label:N", title="site"),
+            alt.Tooltip("benchmark:N"),
+            alt.Tooltip("loss:Q", title="loss %", format=".1f"),
+            alt.Tooltip("small:Q", title="small pages", format=".4g"),
+            alt.Tooltip("large:Q", title="large pages", format=".4g"),
+            alt.Tooltip("unit:N"),
+        ],
+    ).properties(width=2 * WIDTH, title=title)

@@ -9,7 +9,7 @@ Mop/s vs ranks, and every per-watt figure where a site measures power.
 
 from dataclasses import dataclass, field
 
-from . import charts
+from . import charts, seed_tables
 
 NO_RUNS = "No runs of this check in the results read."
 STREAM_KERNELS = ["Copy", "Scale", "Add", "Triad"]
@@ -23,6 +23,7 @@ class Section:
     text: str
     charts: list = field(default_factory=list)  # Altair charts, in order
     notes: list = field(default_factory=list)  # sentences shown under the text
+    table: object = None  # a pandas DataFrame shown under the text (the seed's tables)
 
     @property
     def empty(self):
@@ -231,6 +232,8 @@ def build_sections(data):
         )
     )
 
+    out.extend(seed_sections(figs, runs, labels))
+
     energy = per_watt(figs)
     out.append(
         _section(
@@ -248,3 +251,65 @@ def build_sections(data):
         )
     )
     return out
+
+
+JACOBI_COLUMNS = ["site", "run", "mapping", *seed_tables.jacobi_model.TABLE_COLUMNS]
+
+
+def seed_sections(figs, runs, labels):
+    """The Jacobi model, the ring by mapping and the page-size loss (issue 17)."""
+    table = seed_tables.jacobi_rows(figs)
+    jacobi = _section(
+        "jacobi",
+        "Jacobi: measured against the model",
+        "3D Jacobi (sitebench's jacobi3d, a fixed grid over N MPI ranks): measured MLUP/s "
+        "against the model built from the site's own ping-pong, T_c = C/B + k*lambda (C: MB "
+        "a rank sends per iteration, k: its neighbours, lambda and B: OSU 1-byte latency and "
+        "peak bandwidth of the same mapping and transport, nearest earlier run) and MLUP/s est "
+        "= U / (U / (N * P1) + T_c) with P1 the 1-rank rate; diff = (real - est) / est. "
+        "Derivation: reframe-checks/README.md.",
+        figs[figs["check"] == seed_tables.jacobi_model.JACOBI],
+        runs,
+        [charts.model_vs_measured(table, labels, title="Jacobi MLUP/s: model and measurement")],
+    )
+    if not table.empty:
+        jacobi.table = table[JACOBI_COLUMNS]
+        jacobi.notes += sorted({m for m in table["missing"] if isinstance(m, str)})
+    ring = seed_tables.with_vars(_rows(figs, "RingCheck", ["time_per_step"]), "mapping")
+    ring_section = _section(
+        "ring",
+        "Ring: time per step vs processes",
+        "sitebench's mpi_ring: each rank exchanges a 16-byte message with both neighbours "
+        "around a ring per step; time per step (µs, lower is better) against the number of "
+        f"processes, one panel per mapping (core, socket, node). {READING}",
+        ring,
+        runs,
+        [
+            charts.scaling(
+                ring,
+                labels,
+                x="ranks",
+                x_title="MPI processes",
+                y_title="time per step (µs)",
+                title="Ring step time vs processes",
+                facet="mapping",
+                facet_title="mapping",
+            )
+        ],
+    )
+    loss = seed_tables.page_loss(figs)
+    pages = _section(
+        "pages",
+        "Page size: loss with small pages",
+        "Performance lost with small (4 KiB) pages against large (2 MiB transparent huge) "
+        "pages, in % (1 - small/large; for the random-access latency, 1 - t_large/t_small), "
+        "per benchmark: NPB and sitebench's memaccess (streaming and random reads over a "
+        "buffer beyond the TLB's reach). Medians over the runs; every run proved its page "
+        "size from the process's AnonHugePages.",
+        _rows(figs, seed_tables.PAGES, list(seed_tables.PAGE_FIGURES)),
+        runs,
+        [charts.loss_bars(loss, labels, title="Loss with 4 KiB pages")],
+    )
+    if not loss.empty:
+        pages.table = loss
+    return [jacobi, ring_section, pages]

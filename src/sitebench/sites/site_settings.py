@@ -81,6 +81,7 @@ def section_problems(rel, section, values):
             )
     return found
 
+
 #: ``emulation:`` keys -> (type, required). An emulated site's timings are the emulator's.
 EMULATION_KEYS = {
     "root": (str, True),

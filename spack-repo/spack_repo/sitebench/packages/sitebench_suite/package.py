@@ -29,6 +29,9 @@ class SitebenchSuite(BundlePackage):
     variant("parsec", default=True, description="PARSEC blackscholes and fluidanimate")
     variant("sysbench", default=True, description="sysbench OLTP on MariaDB")
     variant("osu", default=True, description="OSU MPI ping-pong latency and bandwidth")
+    variant("jacobi", default=True, description="sitebench's 3D Jacobi with MPI halo exchange")
+    variant("ring", default=True, description="sitebench's MPI ring exchange")
+    variant("pages", default=True, description="sitebench's memory-access kernel (page size)")
 
     depends_on("stream+openmp", type="run", when="+stream")
     depends_on("hpl", type="run", when="+hpl")
@@ -36,4 +39,9 @@ class SitebenchSuite(BundlePackage):
     depends_on("parsec-benchmark", type="run", when="+parsec")
     depends_on("sysbench+mysql", type="run", when="+sysbench")
     depends_on("mariadb", type="run", when="+sysbench")
-    depends_on("osu-micro-benchmarks", type="run", when="+osu")
+    # The environments' OSU commit b7fc8c57 (@git.b7fc8c57...=7.2), which the sites' mirrors
+    # hold, by its recipe name; plain osu-micro-benchmarks is an upstream tarball.
+    depends_on("osu-micro-benchmarks@=7.2-b7fc8c5", type="run", when="+osu")
+    depends_on("jacobi3d", type="run", when="+jacobi")
+    depends_on("mpi-ring", type="run", when="+ring")
+    depends_on("memaccess", type="run", when="+pages")
