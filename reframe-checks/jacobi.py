@@ -15,7 +15,6 @@ import reframe as rfm  # noqa: E402
 import reframe.utility.sanity as sn  # noqa: E402
 from reframe.core.builtins import (  # noqa: E402
     fixture,
-    parameter,
     performance_function,
     run_after,
     sanity_function,
@@ -23,9 +22,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, jacobi  # noqa: E402
-from sitebench.run import mapping as mappings  # noqa: E402
-from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
+from sitebench.run.mapped import MappedMpiBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Grid edge and timed iterations per scale. quick: 120^3 (two arrays of 27 MB, beyond the
@@ -44,7 +41,7 @@ class JacobiBuild(SpackBuild):
 
 
 @rfm.simple_test
-class JacobiCheck(SitebenchBenchmark):
+class JacobiCheck(MappedMpiBenchmark):
     """jacobi3d on ``num_ranks`` ranks of a fixed grid (strong scaling), mapped as asked.
 
     Parameters: ``scale``, ``mapping`` (core, socket, node: :mod:`sitebench.run.mapping`;
@@ -59,9 +56,6 @@ class JacobiCheck(SitebenchBenchmark):
     Fixture: :class:`JacobiBuild`.
     """
 
-    mapping = parameter(list(mappings.MAPPINGS), loggable=True)
-    ranks = parameter(THREAD_LABELS, loggable=True)
-
     #: Grid edge (points per dimension); 0: from the scale.
     #:
     #: :type: :class:`int`
@@ -72,48 +66,20 @@ class JacobiCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     iterations = variable(int, value=0, loggable=True)
 
-    #: Nodes the ranks may span (the node mapping needs at least 2).
-    #:
-    #: :type: :class:`int`
-    max_nodes = variable(int, value=1, loggable=True)
-
-    #: MPI ranks, resolved from ``ranks`` at setup.
-    #:
-    #: :type: :class:`int`
-    num_ranks = variable(int, value=0, loggable=True)
-
-    #: shm (Open MPI's vader) within a node, tcp across nodes: the OSU figures the model
-    #: reads are those of the same mapping and transport.
-    #:
-    #: :type: :class:`str`
-    transport = variable(str, value="", loggable=True)
-
-    reference_keys = ["scale", "mapping", "transport", "num_ranks"]
     jacobi_build = fixture(JacobiBuild, scope="environment")
     descr = "3D Jacobi with MPI halo exchange (sitebench's own)"
 
-    @run_after("setup")
-    def set_run(self):
-        part = self.current_partition
-        cores = self.processor_cores()
-        nodes = max(self.max_nodes, 2 if self.mapping == "node" else 1)
-        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name)
-        self.skip_if(reason is not None, reason)
-        count = resolve_threads(self.ranks, cores * nodes)
-        self.skip_if(count is None, f"ranks={self.ranks} duplicates or exceeds the cores")
+    def refused(self, count):
         if not self.edge:
             self.edge = QUICK[0] if self.scale == "quick" else self.full_edge()
-        refused = jacobi.refused_ranks(count, self.edge)
-        self.skip_if(refused is not None, f"ranks={self.ranks} ({count}): {refused}")
+        return jacobi.refused_ranks(count, self.edge)
+
+    @run_after("setup")
+    def set_run(self):
+        self.place_ranks()
         self.iterations = self.iterations or (
             QUICK[1] if self.scale == "quick" else FULL_ITERATIONS
         )
-        self.num_ranks = self.num_tasks = count
-        self.num_tasks_per_node = -(-count // nodes) if self.mapping == "node" else count
-        self.num_cpus_per_task = 1
-        self.transport = mappings.transport(self.mapping)
-        self.env_vars = {**mappings.transport_env(self.mapping, part), **self.env_vars}
-        self.job.launcher.options = list(mappings.MPIRUN_OPTIONS[self.mapping])
         self.executable = self.binary(self.jacobi_build, "bin/jacobi3d")
         self.executable_opts = ["-n"] + [str(self.edge)] * 3 + ["-i", str(self.iterations)]
 
