@@ -1,5 +1,6 @@
 """Shared test fixtures. Tests that need Spack skip, saying why, where it is absent."""
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -110,3 +111,24 @@ def unjudged(spack):
     empty.parent.mkdir(exist_ok=True)
     empty.write_text("{}\n")
     return {**spack.environ(), "SITEBENCH_REFERENCES": str(empty)}
+
+
+@contextlib.contextmanager
+def small_tmpfs(where, size):
+    """A tmpfs of ``size`` (e.g. "2m") mounted at ``where``, for disk-full faults; unmounted
+    at the end. Skips, saying why, where mounting is refused."""
+    where.mkdir()
+    proc = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(where)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        pytest.skip(
+            "CANNOT MOUNT A SMALL TMPFS (the disk-full test needs root or CAP_SYS_ADMIN): "
+            + (proc.stderr.strip() or f"mount exited with {proc.returncode}")
+        )
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)

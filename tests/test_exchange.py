@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from conftest import ROOT
+from conftest import small_tmpfs, ROOT
 from sitebench.common.errors import SitebenchError
 from sitebench.results import exchange
 from sitebench.results.rundirs import new_run_name
@@ -219,23 +219,9 @@ def test_diverged_history_is_refused_and_nothing_pushed(world, tmp_path):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 4 MiB tmpfs, unmounted at the end (as tests/test_reliability.py's)."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(
-            "CANNOT MOUNT A SMALL TMPFS (the disk-full test needs root or CAP_SYS_ADMIN): "
-            + (proc.stderr.strip() or f"mount exited with {proc.returncode}")
-        )
-    try:
+    """A 4 MiB tmpfs, unmounted at the end."""
+    with small_tmpfs(tmp_path / "small-disk", "4m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.reliability_fault

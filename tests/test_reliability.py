@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, ROOT, sitebench
+from conftest import small_tmpfs, FIXTURES, ROOT, sitebench
 from sitebench.results import compare
 from sitebench.results import figures
 from sitebench.results import record
@@ -58,23 +58,9 @@ def visible(root, site="local"):
 
 @pytest.fixture
 def small_disk(tmp_path):
-    """A 2 MiB tmpfs, unmounted at the end (skips, saying why, where mounting is refused)."""
-    mnt = tmp_path / "small-disk"
-    mnt.mkdir()
-    proc = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=2m,mode=0755", "tmpfs", str(mnt)],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        pytest.skip(
-            "CANNOT MOUNT A SMALL TMPFS (the disk-full test needs root or CAP_SYS_ADMIN): "
-            + (proc.stderr.strip() or f"mount exited with {proc.returncode}")
-        )
-    try:
+    """A 2 MiB tmpfs, unmounted at the end."""
+    with small_tmpfs(tmp_path / "small-disk", "2m") as mnt:
         yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 @pytest.mark.reliability_fault
