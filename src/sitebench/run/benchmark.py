@@ -3,18 +3,18 @@
 import os
 
 import reframe as rfm
-import yaml
 import reframe.core.runtime as rt
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import parameter, run_after, run_before, variable
-from reframe.core.exceptions import PerformanceError, SanityError
+from reframe.core.exceptions import PerformanceError, ReferenceParseError, SanityError
 
 from sitebench.sites import host
 from sitebench.run.energy import EnergyError
 from sitebench.run.energy.config import power_config
 from sitebench.parsers import slurm
 from sitebench.run.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_commands
+from sitebench.run import loading
 from sitebench.run.scales import SCALES
 
 
@@ -38,9 +38,9 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
 
     Parameters: ``scale`` (tag and partition feature ``scale_<name>``).
     References: the site's ``references.yaml``, named by the partitions'
-    ``extras['references']`` (ReFrame's ``$ref``, indexed by CPU
-    microarchitecture and scale); a figure without a reference is logged and
-    never fails.
+    ``extras['references']`` (ReFrame's ``$ref`` format, indexed by CPU
+    microarchitecture and scale, parsed once per process: ``set_site_references``);
+    a figure without a reference is logged and never fails.
     Logged with every figure: the concrete Spack spec of the binary.
     Energy: where the partition reads power (``extras['power']``), the
     figures named in ``energy_figures`` get a ``<figure>_per_watt``
@@ -124,7 +124,23 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             f"{base} +{feature}" for feature in self.selection_features()
         ]
         self.tags |= {self.scale, "sitebench"}
-        self.reference = {"$ref": site_references()}
+        self.set_site_references()
+
+    def set_site_references(self):
+        """This check's block of the site's references, as ReFrame's ``$ref`` would give it
+        (the same ``$index``, values, tolerances and errors), from one parse of the file
+        per process (sitebench/run/loading.py) instead of one per test instance."""
+        ref_file = site_references()
+        ref_prefix = rt.runtime().get_option("general/0/reference_prefix")
+        if ref_prefix is None:
+            ref_prefix = self.prefix
+        reference = loading.check_reference(
+            os.path.join(ref_prefix, ref_file), type(self).__name__
+        )
+        try:
+            self.reference = reference
+        except TypeError as err:
+            raise ReferenceParseError(f"{ref_file}: {err}") from err
 
     @run_after("init")
     def check_energy_figures(self):
@@ -147,8 +163,7 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         path = part.extras.get("references")
         data = {}
         if path and os.path.isfile(path):
-            with open(path) as fp:
-                data = yaml.safe_load(fp) or {}
+            data = loading.parsed(path) or {}
         made_on = host.references_host(data, path)
         self.references_host = (made_on or {}).get("id", "")
         if not host.references_verdict(self.current_system.name, made_on, here)[0]:
@@ -253,6 +268,10 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     def stdout_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stdout))) as fp:
             return fp.read()
+
+
+# The checks inherit ReFrame's `variables` alias without its per-instance deprecation walk.
+loading.without_deprecated_aliases(SitebenchBenchmark)
 
 
 def scheduler_verdict(job, stderr=""):

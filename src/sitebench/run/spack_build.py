@@ -14,6 +14,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, sanity_function, variable
 
+from sitebench.run import loading
 from sitebench.spack.installed_roots import SPEC_FORMAT
 
 #: "<prefix><TAB><name>@<version><variants> arch=<arch> /<hash>" of the installed root.
@@ -123,3 +124,8 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     def concrete_spec(self):
         """The installed concrete spec, one line (empty before the build)."""
         return self._installed()[1]
+
+
+# The build fixtures inherit ReFrame's `variables` alias without its deprecation walk
+# (sitebench/run/loading.py).
+loading.without_deprecated_aliases(SpackBuild)
