@@ -2,6 +2,7 @@
 survives a crash between its own writes."""
 
 import json
+import re
 
 import pyarrow.parquet as pq
 import pytest
@@ -178,3 +179,35 @@ def test_a_run_without_a_single_figure_is_indexed_and_summarized(results_root):
     con = store.connect(results_root=results_root)
     assert count(con, "runs") == 1 and count(con) == 0
     assert "0 figures" in summary.summarize(run)
+
+
+def test_a_query_opens_only_the_sites_it_names(tmp_path, monkeypatch):
+    # A store of 5 sites: connecting to two lists and reads only those two sites' folders,
+    # and the views hold only their segments (issue 19: cost independent of the site count).
+    store_bench.synthesize(tmp_path, sites=5, years=1)
+    listed = []
+    for method in ("iterdir", "glob"):
+        original = getattr(store.Path, method)
+
+        def spy(self, *args, _original=original, _method=method):
+            listed.append((_method, self))
+            return _original(self, *args)
+
+        monkeypatch.setattr(store.Path, method, spy)
+    con = store.connect(tmp_path, sites=["site03", "site01"])
+    assert {path for _, path in listed} == {tmp_path / "site01", tmp_path / "site03"}
+    assert "iterdir" not in {method for method, _ in listed}
+    views = dict(
+        con.execute("SELECT view_name, sql FROM duckdb_views() WHERE NOT internal").fetchall()
+    )
+    for view, prefix in (("figures", "fig"), ("runs", "run")):
+        files = sorted(set(re.findall(r"'([^']+\.parquet)'", views[view])))
+        assert files == [
+            str(tmp_path / s / f"{prefix}-000000.parquet") for s in ("site01", "site03")
+        ]
+    assert con.execute("SELECT DISTINCT site FROM figures ORDER BY site").fetchall() == [
+        ("site01",),
+        ("site03",),
+    ]
+    # A site the index does not hold is not an error: it has no figures.
+    assert count(store.connect(tmp_path, sites=["site09"])) == 0

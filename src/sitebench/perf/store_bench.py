@@ -13,9 +13,23 @@ median of ``repeat`` repetitions with its spread:
 
 Goal (issue 7): <= 2 s each on a 2-core machine. The synthetic store lives in a temporary
 directory and is deleted afterwards; the results are kept in ``perf/results/``.
+
+Then the growth with the number of sites (issue 19): the same three queries on stores of
+``SCALE_SITES`` sites of the same history each (5 years of 550 figures a night; 100 sites
+are 100 million figures), side by side in each round (the sizes in turn, the first size
+rotated every round), with the 1-minute load average read before each size. Each size is
+measured two ways: as the commands query (``compare``, ``references`` and ``regress`` open
+the store on the sites they name: ``store.connect(sites=...)``) and on views over every
+site's segments (``store.connect()``), which is what grows. The stores share one synthetic
+history of the largest size, made once and kept in ``.sitebench/perf-store/`` (26 s and
+760 MB for 100 sites, 2026-11-24); each size is a folder of links to its first sites.
+Goal: each query at 100 sites within 1.5 x of its time at 10 sites.
 """
 
 import json
+import os
+import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -32,11 +46,16 @@ from sitebench.results import propose
 from sitebench.results import regress
 
 from sitebench.results import store
-from sitebench.perf.measure import now, ratio
+from sitebench.common import paths
+from sitebench.perf.measure import in_turn, now, ratio
 
 FIGURES_PER_RUN = 550
 CHECKS = 11  # 50 figures each: 10 parameter sets x 5 figures
 GOAL_S = 2.0
+SCALE_SITES = (10, 30, 100)
+SCALE_YEARS = 5
+SCALE_GOAL = 1.5  # a query's time at the most sites / at the fewest
+QUERIES = ("compare", "references", "regressions")
 
 
 def _dict(values, n_rows=None, codes=None):
@@ -134,11 +153,8 @@ def timed(fn, repeat):
     return times, result
 
 
-def run(root, repeat=3):
-    t0 = time.perf_counter()
-    total = synthesize(root)
-    made = time.perf_counter() - t0
-    con = store.connect(root)
+def queries(con):
+    """The three timed queries on ``con``: {name: function returning its rows}."""
     a = compare.Side(label="site00", site="site00")
     b = compare.Side(label="site01", site="site01")
 
@@ -152,13 +168,26 @@ def run(root, repeat=3):
     def drift():
         return regress.drifts(con, "site01", None, 20)[2]
 
+    return {"compare": two_sites, "references": references, "regressions": drift}
+
+
+#: The sites each query names (``compare`` site00 against site01, the others site01).
+ASKED = {"compare": ["site00", "site01"], "references": ["site01"], "regressions": ["site01"]}
+
+
+def run(root, repeat=3):
+    t0 = time.perf_counter()
+    total = synthesize(root)
+    made = time.perf_counter() - t0
+    con = store.connect(root)
+    fns = queries(con)
     result = {"figures": total, "synthesis_s": made, "repeat": repeat}
-    for name, fn in (("compare", two_sites), ("references", references), ("regressions", drift)):
-        times, out = timed(fn, repeat)
+    for name in QUERIES:
+        times, out = timed(fns[name], repeat)
         result[name] = {"times_s": times, "rows": len(out)}
     # The synthetic step must be found: the comparison sees the two sites' levels differ,
     # and the regression check flags the figure that dropped 20 %.
-    table = two_sites()
+    table = fns["compare"]()
     result["compare"]["beyond_noise"] = int((table["beyond_noise"] == "yes").sum())
     # Each query's time over its goal, round by round, judged like every other ratio.
     result["ratios"] = {
@@ -185,9 +214,105 @@ def render(result):
         f"(median of {result['repeat']}; ratio to goal <= 1 meets it; compare found "
         f"{result['compare']['beyond_noise']} of {result['compare']['rows']} figures beyond noise)"
     )
+    if "scale" in result:
+        lines += ["", render_scale(result)]
+    return "\n".join(lines)
+
+
+def scale_history(sites, years=SCALE_YEARS, seed=1):
+    """The synthetic history of ``sites`` sites, made once under ``.sitebench/perf-store/``
+    (a folder is complete once its ``made.json`` exists); (its folder, seconds to make it,
+    0 when it was there already)."""
+    base = paths.state_dir() / "perf-store" / f"sites{sites}-years{years}-seed{seed}-v1"
+    if (base / "made.json").is_file():
+        return base, 0.0
+    shutil.rmtree(base, ignore_errors=True)
+    t0 = time.perf_counter()
+    total = synthesize(base, sites=sites, years=years, seed=seed)
+    made = time.perf_counter() - t0
+    (base / "made.json").write_text(json.dumps({"figures": total, "synthesis_s": made}))
+    return base, made
+
+
+def _linked(history, sites, root):
+    """A store of the first ``sites`` sites of ``history``, as links under ``root``."""
+    root.mkdir(parents=True, exist_ok=True)
+    for s in range(sites):
+        (root / f"site{s:02d}").symlink_to(history / f"site{s:02d}", target_is_directory=True)
+    return root
+
+
+def scale(tmp, rounds=3, sizes=SCALE_SITES):
+    """The three queries' times against the number of sites, side by side in each round."""
+    history, made = scale_history(max(sizes))
+    roots = {n: _linked(history, n, Path(tmp) / f"sites{n}") for n in sizes}
+    ways = {"named sites": lambda root, name: ASKED[name], "all sites": lambda root, name: None}
+    times = {way: {n: {q: [] for q in QUERIES} for n in sizes} for way in ways}
+    loads = {n: [] for n in sizes}
+    for r in range(1, rounds + 1):
+        for n in in_turn(r, sizes):
+            loads[n].append(os.getloadavg()[0])
+            for way, sites_of in ways.items():
+                for name in QUERIES:
+                    # A fresh connection per query, timed with it, as each command opens one.
+                    t0 = time.perf_counter()
+                    con = store.connect(roots[n], sites=sites_of(roots[n], name))
+                    queries(con)[name]()
+                    times[way][n][name].append(time.perf_counter() - t0)
+                    con.close()
+    low, high = min(sizes), max(sizes)
+    return {
+        "sites": list(sizes),
+        "years": SCALE_YEARS,
+        "figures_per_site": SCALE_YEARS * 365 * FIGURES_PER_RUN,
+        "synthesis_s": made,
+        "rounds": rounds,
+        "load_1min": {str(n): loads[n] for n in sizes},
+        "times_s": {way: {str(n): times[way][n] for n in sizes} for way in ways},
+        "ratios": {
+            way: {
+                f"{name} {high} sites / {low} sites": ratio(
+                    times[way][high][name], times[way][low][name]
+                )
+                for name in QUERIES
+            }
+            for way in ways
+        },
+        "max_rss_gib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20,
+    }
+
+
+def render_scale(result):
+    sc = result["scale"]
+    lines = [
+        f"the queries against the number of sites ({sc['years']} years, "
+        f"{sc['figures_per_site']:,} figures a site; median [range] of {sc['rounds']} rounds, "
+        f"s; history made in {sc['synthesis_s']:.1f} s, 0 = kept from an earlier run)",
+        f"{'sites':>6}{'load 1 min':>14}  "
+        + "".join(f"{q + ' (' + w.split()[0] + ')':>24}" for w in sc["times_s"] for q in QUERIES),
+    ]
+    for n in sc["sites"]:
+        load = sc["load_1min"][str(n)]
+        cells = "".join(
+            f"{statistics.median(t):>9.3f} [{min(t):.3f}-{max(t):.3f}]"
+            for w in sc["times_s"]
+            for t in (sc["times_s"][w][str(n)][q] for q in QUERIES)
+        )
+        lines.append(f"{n:>6}{f'{min(load):.2f}-{max(load):.2f}':>14}  {cells}")
+    for way, ratios in sc["ratios"].items():
+        for name, r in ratios.items():
+            met = "meets" if r["median"] <= SCALE_GOAL else "MISSES"
+            lines.append(
+                f"{way:<12} {name:<36}{r['median']:>7.2f} [{r['min']:.2f}-{r['max']:.2f}]"
+                + (f"  {met} <= {SCALE_GOAL}" if way == "named sites" else "")
+            )
+    lines.append(f"peak memory of the process: {sc['max_rss_gib']:.2f} GiB")
     return "\n".join(lines)
 
 
 def bench(repeat=3):
     with tempfile.TemporaryDirectory(prefix="sitebench-store-bench-") as tmp:
-        return {"benchmark": "store", "when": now(), **run(tmp, repeat)}
+        result = {"benchmark": "store", "when": now(), **run(tmp, repeat)}
+    with tempfile.TemporaryDirectory(prefix="sitebench-store-scale-") as tmp:
+        result["scale"] = scale(tmp, repeat)
+    return result

@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 from sitebench.results import figures
 
 from sitebench.common import paths
+from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.results.rundirs import BadRun, leftovers, load_run, run_dirs, site_dirs
 
@@ -229,11 +230,17 @@ def _view(con, name, files, schema):
 def connect(store=None, sites=None, results_root=None):
     """A DuckDB connection with views ``figures`` and ``runs`` over the index.
 
-    ``sites``: only those. Call :func:`refresh` (or :func:`open_store`) first.
+    ``sites``: only those: only their folders are looked at and only their segments are in
+    the views, so a query over two sites costs the same whatever the number of sites in the
+    index (a view over every site's segments makes DuckDB open every segment's footer even
+    for a query that names one site). Call :func:`refresh` (or :func:`open_store`) first.
     """
     root = Path(store or store_dir(results_root))
-    site_dirs_ = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
-    chosen = [d for d in site_dirs_ if sites is None or d.name in sites]
+    if sites is None:
+        chosen = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+    else:
+        names = sorted({check_name("site", site) for site in sites})
+        chosen = [root / site for site in names if (root / site).is_dir()]
     con = duckdb.connect()
     _view(
         con, "figures", [str(p) for d in chosen for p in sorted(d.glob("fig-*.parquet"))], FIGURES
