@@ -2,6 +2,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 # Plain `reframe -c reframe-checks` works without installing sitebench.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src"))
@@ -17,10 +18,12 @@ from reframe.core.builtins import (  # noqa: E402
     variable,
 )
 
+from sitebench.common.errors import SitebenchError  # noqa: E402
 from sitebench.parsers import ParseError, hpl  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
+from sitebench.sites import hpl_settings  # noqa: E402
 
 
 class HplBuild(SpackBuild):
@@ -33,8 +36,11 @@ class HplBuild(SpackBuild):
 class HplCheck(SitebenchBenchmark):
     """HPL on all cores of a node, one rank per core and one BLAS thread per rank.
 
-    Parameters: ``scale``. Variables: ``n`` (0: from memory), ``nb``,
+    Parameters: ``scale``. Variables: ``n`` (0: from memory), ``nb`` (0: the site's),
     ``memory_fraction``, ``quick_max_n``.
+    Input: the site's ``site-configs/<site>/hpl.yaml`` (``./sitebench tune hpl`` writes it;
+    a partition's ``extras['hpl_settings']`` may name another file): NB, P x Q and every
+    other HPL.dat line; HPL's recommended values where the site has none.
     Figures: ``gflops`` (Gflop/s of the best test); ``gflops_per_watt`` where the
     partition reads power.
     Sanity: every residual check PASSED, none failed or skipped.
@@ -46,10 +52,10 @@ class HplCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     n = variable(int, value=0, loggable=True)
 
-    #: Block size.
+    #: Block size; 0 takes the site's tuned NB (hpl.yaml), else HPL's recommended 192.
     #:
     #: :type: :class:`int`
-    nb = variable(int, value=192, loggable=True)
+    nb = variable(int, value=0, loggable=True)
 
     #: Share of the node's memory the matrix may take.
     #:
@@ -61,9 +67,12 @@ class HplCheck(SitebenchBenchmark):
     #: :type: :class:`int`
     quick_max_n = variable(int, value=10000)
 
-    #: Process grid, derived from the rank count.
+    #: Process grid: the site's tuned grid (hpl.yaml), else derived from the rank count.
     p = variable(int, value=0, loggable=True)
     q = variable(int, value=0, loggable=True)
+
+    #: The site's HPL settings file that was read ("" where the site has none).
+    hpl_settings_file = variable(str, value="", loggable=True)
 
     problem_keys = ["n", "nb", "p", "q"]
 
@@ -77,7 +86,19 @@ class HplCheck(SitebenchBenchmark):
         self.num_tasks_per_node = self.num_tasks
         self.num_cpus_per_task = 1
         self.env_vars = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
-        self.p, self.q = process_grid(self.num_tasks)
+        settings = self.site_hpl_settings()
+        if not self.nb:
+            self.nb = settings["nb"]
+        if not (self.p and self.q):
+            self.p, self.q = settings.get("p", 0), settings.get("q", 0)
+            if not self.p:
+                self.p, self.q = process_grid(self.num_tasks)
+        if self.p * self.q != self.num_tasks:
+            raise ValueError(
+                f"HPL grid {self.p} x {self.q} is not the {self.num_tasks} ranks of "
+                f"{self.current_partition.fullname} ({self.hpl_settings_file or '-S p, q'}): "
+                f"rerun ./sitebench tune hpl, or remove p and q from the file"
+            )
         if not self.n:
             memory = self.current_partition.extras.get("memory_bytes")
             if not memory:
@@ -89,10 +110,23 @@ class HplCheck(SitebenchBenchmark):
             self.n = problem_size(memory, self.memory_fraction, self.nb, cap)
         self.executable = self.binary(self.hpl_build, "bin/xhpl")
 
+    def site_hpl_settings(self):
+        """The site's HPL settings (sitebench/sites/hpl_settings.py), read once per test."""
+        if not hasattr(self, "_hpl_settings"):
+            given = self.current_partition.extras.get("hpl_settings")
+            path = Path(given) if given else hpl_settings.path_of(self.current_system.name)
+            if path.is_file():
+                self.hpl_settings_file = str(path)
+            try:
+                self._hpl_settings = hpl_settings.load(path)
+            except SitebenchError as err:
+                raise ValueError(str(err)) from None
+        return self._hpl_settings
+
     @run_before("run")
     def write_input(self):
         with open(os.path.join(self.stagedir, "HPL.dat"), "w") as fp:
-            fp.write(hpl_dat(self.n, self.nb, self.p, self.q))
+            fp.write(hpl_dat(self.n, self.nb, self.p, self.q, self.site_hpl_settings()))
 
     def result(self):
         return hpl.parse(self.stdout_text())

@@ -126,6 +126,9 @@ def test_every_ratio_of_the_kept_results():
     assert goals == set(GOALS) - {
         "suite wall / benchmarks' own time",
         "no-change install / first install",
+        # The tuned HPL input's ratios (issue 19): no kept file measured them yet.
+        "ours tuned / DGEMM (same BLAS, same cores)",
+        "ours tuned / builtin hpl (default input)",
     }
 
 

@@ -33,6 +33,7 @@ COMMANDS = (
     "qemu_run",
     "qemu_shell",
     "perf",
+    "tune",
     "spack",
     "env",
     "test",

@@ -87,3 +87,29 @@ def parse(text):
         raise ParseError("HPL output has no 'Finished ... tests' summary (truncated run?)")
     passed, failed, skipped = (int(x) for x in summary.groups())
     return HplResult(tests=tests, passed=passed, failed=failed, skipped=skipped)
+
+
+#: HPL_DETAILED_TIMING's lines (Spack builds HPL with it): the name HPL prints -> our key.
+#: ``pfact`` and ``mxswp`` are part of ``rfact``; ``laswp`` is part of ``update``.
+PHASES = {
+    "rfact": "rfact",
+    "pfact": "pfact",
+    "mxswp": "mxswp",
+    "update": "update",
+    "laswp": "laswp",
+    "up tr sv": "uptrsv",
+}
+_PHASE = re.compile(
+    r"^\+?\s*Max aggregated wall time (rfact|pfact|mxswp|update|laswp|up tr sv)"
+    r"[\s.]*:\s*(\S+)\s*$",
+    re.MULTILINE,
+)
+
+
+def detailed_timing(text):
+    """{phase: seconds} of the first test of a run built with -DHPL_DETAILED_TIMING (the
+    slowest rank's sum per phase, as HPL prints it); {} where the build prints none."""
+    found = {}
+    for name, value in _PHASE.findall(text):
+        found.setdefault(PHASES[name], _number(value, f"{name} time"))
+    return found

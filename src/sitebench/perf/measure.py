@@ -12,7 +12,11 @@ machine hits every variant alike, and prints:
 * our HPL against hpcc's HPL and against the builtin recipe (goal >= 1.0);
 * our HPL against the DGEMM rate of the same BLAS on the same cores (hpcc's
   StarDGEMM, all ranks at once, times the rank count; goal >= 0.90);
-* levels 2 and 3 as ratios to level 1 (the study's speed-up table).
+* levels 2 and 3 as ratios to level 1 (the study's speed-up table);
+* where the local site has a tuned input (``site-configs/local/hpl.yaml``, written by
+  ``./sitebench tune hpl``): ours with it ("ours tuned", its NB, grid and every other line)
+  against the DGEMM rate (goal >= 0.93) and against the builtin at HPL's default input
+  (goal >= 1.05), at the same N (issue 19).
 
 Each figure is the median of the rounds with its spread (min-max); the
 whole output is kept in ``perf/results/hpl-<UTC time>.json``.
@@ -38,6 +42,7 @@ from sitebench.spack import pinned as spack_mod
 from sitebench.common.errors import SitebenchError
 from sitebench.parsers import hpl as hpl_parser
 from sitebench.run.hpl_input import hpl_dat, process_grid
+from sitebench.sites import hpl_settings
 
 #: name -> spec of our recipe, in the order they run each round
 VARIANTS = {
@@ -61,6 +66,8 @@ GOALS = {
     "ours / builtin hpl": (">=", 1.0),
     "ours / hpcc HPL": (">=", 1.0),
     "ours / DGEMM (same BLAS, same cores)": (">=", 0.90),
+    "ours tuned / DGEMM (same BLAS, same cores)": (">=", 0.93),
+    "ours tuned / builtin hpl (default input)": (">=", 1.05),
     "ours / builtin stream (all cores)": (">=", 0.95),
     "ours 1 thread / hpcc SingleSTREAM": (">=", 0.95),
     "suite wall / benchmarks' own time": ("<=", 1.10),
@@ -166,10 +173,16 @@ def mpirun(ranks, exe, cwd):
     return proc.stdout
 
 
-def run_hpl(exe, n, nb, ranks):
+def run_hpl(exe, n, nb, ranks, settings=None):
+    """Gflop/s of ``exe``: HPL's default input at NB ``nb``, or the tuned ``settings`` (their
+    NB and grid where they have them)."""
     with tempfile.TemporaryDirectory() as work:
         p, q = process_grid(ranks)
-        Path(work, "HPL.dat").write_text(hpl_dat(n, nb, p, q))
+        if settings:
+            nb = settings["nb"]
+            if settings.get("p", 0) * settings.get("q", 0) == ranks:
+                p, q = settings["p"], settings["q"]
+        Path(work, "HPL.dat").write_text(hpl_dat(n, nb, p, q, settings))
         result = hpl_parser.parse(mpirun(ranks, exe, work))
     if not result.all_passed:
         raise SitebenchError(f"{exe}: HPL residual check failed", "the build is broken")
@@ -236,10 +249,16 @@ def hpl(n=8000, nb=192, rounds=3, levels=True):
     topology = json.loads(local_site.topology_file().read_text())
     ranks = topology["num_cpus"] // topology.get("num_cpus_per_core", 1)
     have_hpcc = shutil.which("hpcc") is not None
+    tuned_file = hpl_settings.path_of("local")
+    tuned = hpl_settings.load(tuned_file) if tuned_file.is_file() else None
+    inputs = {name: None for name in binaries}
+    if tuned:
+        binaries["ours tuned"] = binaries["ours"]
+        inputs["ours tuned"] = tuned
     gflops = {name: [] for name in binaries}
     hpcc_hpl, dgemm = [], []
     names = list(binaries) + (["hpcc"] if have_hpcc else [])
-    for exe in binaries.values():
+    for exe in set(binaries.values()):
         # Warm-up, not kept: the first run of a new binary measured 86.8 Gflop/s where its
         # next two gave 99.4 and 98.2 (N=16000).
         run_hpl(exe, n, nb, ranks)
@@ -251,13 +270,21 @@ def hpl(n=8000, nb=192, rounds=3, levels=True):
                 dgemm.append(d)
                 print(f"round {round_}: hpcc     {h:8.2f} Gflop/s, DGEMM {d:.2f}", file=sys.stderr)
                 continue
-            gflops[name].append(run_hpl(binaries[name], n, nb, ranks))
+            gflops[name].append(run_hpl(binaries[name], n, nb, ranks, inputs[name]))
             print(f"round {round_}: {name:8s} {gflops[name][-1]:8.2f} Gflop/s", file=sys.stderr)
     ours = gflops["ours"]
     ratios = {"ours / builtin hpl": ratio(ours, gflops["builtin"])}
     if have_hpcc:
         ratios["ours / hpcc HPL"] = ratio(ours, hpcc_hpl)
         ratios["ours / DGEMM (same BLAS, same cores)"] = ratio(ours, dgemm)
+    if tuned:
+        ratios["ours tuned / builtin hpl (default input)"] = ratio(
+            gflops["ours tuned"], gflops["builtin"]
+        )
+        if have_hpcc:
+            ratios["ours tuned / DGEMM (same BLAS, same cores)"] = ratio(
+                gflops["ours tuned"], dgemm
+            )
     if levels:
         ratios["level 2 / level 1"] = ratio(gflops["level2"], gflops["level1"])
         ratios["level 3 / level 1"] = ratio(gflops["level3"], gflops["level1"])
@@ -276,6 +303,11 @@ def hpl(n=8000, nb=192, rounds=3, levels=True):
         "hpcc": "missing: install Debian's hpcc to compare" if not have_hpcc else "/usr/bin/hpcc",
         "gflops": figures,
         "ratios": ratios,
+        "tuned_input": (
+            {"file": paths.shown(tuned_file), **tuned}
+            if tuned
+            else f"not measured: no {paths.shown(tuned_file)} (./sitebench tune hpl writes it)"
+        ),
     }
 
 
@@ -286,6 +318,9 @@ def render(result):
     ]
     lines += render_figures(result["gflops"], "Gflop/s")
     lines += render_ratios(result["ratios"])
+    tuned = result.get("tuned_input")
+    if tuned:
+        lines.append(f"tuned input: {tuned if isinstance(tuned, str) else tuned['file']}")
     return "\n".join(lines)
 
 

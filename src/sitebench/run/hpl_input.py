@@ -1,6 +1,13 @@
-"""HPL input: problem size from memory, process grid from ranks, HPL.dat."""
+"""HPL input: problem size from memory, process grid from ranks, HPL.dat.
+
+The lines after N, NB and the grid come from the site's HPL settings
+(``site-configs/<site>/hpl.yaml``, :mod:`sitebench.sites.hpl_settings`; HPL's recommended
+values where a site has none), in HPL 2.3's documented order (its ``TUNING`` file).
+"""
 
 import math
+
+from sitebench.sites import hpl_settings
 
 HPL_DAT = """HPLinpack benchmark input file
 Written by sitebench for {n} x {n}, NB={nb}, {p} x {q} ranks
@@ -10,28 +17,28 @@ HPL.out      output file name (if any)
 {n}          Ns
 1            # of NBs
 {nb}         NBs
-0            PMAP process mapping (0=Row-,1=Column-major)
+{pmap}            PMAP process mapping (0=Row-,1=Column-major)
 1            # of process grids (P x Q)
 {p}          Ps
 {q}          Qs
 16.0         threshold
 1            # of panel fact
-2            PFACTs (0=left, 1=Crout, 2=Right)
+{pfact}            PFACTs (0=left, 1=Crout, 2=Right)
 1            # of recursive stopping criterium
-4            NBMINs (>= 1)
+{nbmin:<13d}NBMINs (>= 1)
 1            # of panels in recursion
-2            NDIVs
+{ndiv:<13d}NDIVs
 1            # of recursive panel fact.
-1            RFACTs (0=left, 1=Crout, 2=Right)
+{rfact}            RFACTs (0=left, 1=Crout, 2=Right)
 1            # of broadcast
-1            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
+{bcast}            BCASTs (0=1rg,1=1rM,2=2rg,3=2rM,4=Lng,5=LnM)
 1            # of lookahead depth
-1            DEPTHs (>=0)
-2            SWAP (0=bin-exch,1=long,2=mix)
-64           swapping threshold
-0            L1 in (0=transposed,1=no-transposed) form
-0            U  in (0=transposed,1=no-transposed) form
-1            Equilibration (0=no,1=yes)
+{depth:<13d}DEPTHs (>=0)
+{swap}            SWAP (0=bin-exch,1=long,2=mix)
+{swap_threshold:<13d}swapping threshold
+{l1}            L1 in (0=transposed,1=no-transposed) form
+{u}            U  in (0=transposed,1=no-transposed) form
+{equilibration}            Equilibration (0=no,1=yes)
 8            memory alignment in double (> 0)
 """
 
@@ -50,6 +57,21 @@ def process_grid(ranks):
     return p, ranks // p
 
 
-def hpl_dat(n, nb, p, q):
-    """HPL.dat for one N, one NB and one P x Q grid (the other settings are HPL's defaults)."""
-    return HPL_DAT.format(n=n, nb=nb, p=p, q=q)
+def hpl_dat(n, nb, p, q, settings=None):
+    """HPL.dat for one N, one NB and one P x Q grid; the other lines from ``settings`` (a
+    mapping of :mod:`sitebench.sites.hpl_settings` keys; HPL's recommended values where a
+    key is missing)."""
+    given = {**hpl_settings.DEFAULTS, **(settings or {})}
+    codes = {k: hpl_settings.CHOICES[k][given[k]] for k in hpl_settings.CHOICES}
+    return HPL_DAT.format(
+        n=n,
+        nb=nb,
+        p=p,
+        q=q,
+        nbmin=given["nbmin"],
+        ndiv=given["ndiv"],
+        depth=given["depth"],
+        swap_threshold=given["swap_threshold"],
+        equilibration=int(bool(given["equilibration"])),
+        **codes,
+    )

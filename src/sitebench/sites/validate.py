@@ -38,7 +38,7 @@ from sitebench.common import paths
 
 from sitebench.sites import references
 
-from sitebench.sites import site_settings
+from sitebench.sites import hpl_settings, site_settings
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
 
@@ -475,6 +475,8 @@ def site_problems(site, load_reframe=True):
     if not found_key(problems, "environment"):
         problems += environment_problems(settings["environment"])
     problems += spack_scope_problems(site)
+    hpl = hpl_settings.path_of(site)
+    problems += _from_tuples(paths.shown(hpl), hpl_settings.read(hpl)[1])
     if load_reframe:
         problems += reframe_problems(site, settings)
     return settings, problems
