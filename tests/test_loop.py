@@ -134,7 +134,7 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         # Each job timed its benchmark's launch (perf harness sums them): it succeeded,
         # and it lies within the job's run phase as ReFrame timed it.
         for case in measured:
-            # A case that failed its performance verdict is kept in failed-stage/, not output/.
+            # A case that failed its performance verdict has its kept stage in its folder.
             start, end, status = (case_folder(run, case) / LAUNCH_FILE).read_text().split()
             assert status == "0" and 0 < float(end) - float(start) <= case["time_run"], case
         assert launch_seconds(run)[1] == len(measured)

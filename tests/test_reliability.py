@@ -28,7 +28,15 @@ from sitebench.results import record
 from sitebench.results import store
 from sitebench.common.errors import SitebenchError
 from sitebench.parsers import ParseError, hpl, stream
-from sitebench.results.rundirs import INCOMING, Incoming, leftovers, load_run, load_runs, run_dirs
+from sitebench.results.rundirs import (
+    INCOMING,
+    Incoming,
+    case_folder,
+    leftovers,
+    load_run,
+    load_runs,
+    run_dirs,
+)
 
 HERE = FIXTURES / "reliability"
 REPORT = (FIXTURES / "reframe/report-local-quick.json").read_text()
@@ -367,7 +375,7 @@ def test_a_failed_spack_build_fails_its_benchmark_only_and_is_recorded(
     assert hpl_cases and all(c["result"] == "pass" for c in hpl_cases), hpl_cases
     assert all(c["perfvalues"] for c in hpl_cases)
     # Spack's own words are kept with the run.
-    logs = "".join(p.read_text() for p in (run / "failed-stage").rglob("rfm_build.*"))
+    logs = "".join(p.read_text() for p in case_folder(run, build).glob("rfm_build.*"))
     assert "sha256 checksum failed" in logs, logs[-3000:]
     prov = json.loads((run / "provenance/provenance.json").read_text())
     assert prov["reframe_exit_code"] == 1 and "partial" not in prov
@@ -493,7 +501,8 @@ def test_a_benchmark_killed_mid_run_fails_its_case_and_the_run_is_kept(
     (case,) = [c for c in cases_of(run).values() if c["name"].startswith("StreamCheck ")]
     assert case["result"] == "fail" and case["fail_phase"] == "sanity", case
     assert not any(v[0] for v in (case.get("perfvalues") or {}).values())
-    assert list((run / "failed-stage").rglob("rfm_job.out"))
+    # The failed case's stage is kept in its own folder, as every case's files are.
+    assert (case_folder(run, case) / "rfm_job.out").is_file()
     assert "partial" not in json.loads((run / "provenance/provenance.json").read_text())
 
 
