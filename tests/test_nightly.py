@@ -639,15 +639,22 @@ def test_a_real_cron_daemon_fires_the_installed_night(night_env, cron_daemon, mo
 @pytest.mark.spack
 @pytest.mark.slow
 def test_cron_runs_a_real_night_end_to_end(spack, tmp_path, cron_daemon, monkeypatch):
-    """The one real night: cron starts ./sitebench nightly run on the local site with one
+    """A real night: cron starts ./sitebench nightly run on the local site with one
     cheap check (STREAM); the run is stored, judged, logged and passes or fails on its
     references, never 'could not run'."""
+    night = install_real_night(tmp_path, monkeypatch)
+    cron_daemon()
+    real_night_stored(*night, "cron fired")
+
+
+def install_real_night(tmp_path, monkeypatch, *via):
+    """Install tonight's run of the local site, STREAM only, due the next minute; return
+    what :func:`real_night_stored` waits for."""
     results = tmp_path / "results"
     monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(results))
     monkeypatch.delenv("SITEBENCH_SITES_ROOT", raising=False)
     directory = logs.logs_dir("local", Site.resolve("local").settings)
-    ours = ROOT / ".sitebench" / "nightly" / "local"
-    existed = ours.exists()
+    existed = (ROOT / ".sitebench" / "nightly" / "local").exists()
     before = set(logs.night_logs(directory))
     due = next_minute()
     installed = sitebench(
@@ -657,16 +664,16 @@ def test_cron_runs_a_real_night_end_to_end(spack, tmp_path, cron_daemon, monkeyp
         "local",
         "--at",
         f"{due:%H:%M}",
+        *via,
         "--",
         "-n",
         "StreamCheck",
     )
     assert installed.returncode == 0, installed.stderr
-    cron_daemon()
-    real_night_stored(directory, before, results, existed, f"cron fired {due:%H:%M}")
+    return directory, before, results, existed, due
 
 
-def real_night_stored(directory, before, results, existed, said):
+def real_night_stored(directory, before, results, existed, due, said):
     """Wait for the night a scheduler started in ``directory``; check it ran the suite and
     stored its run under ``results``, never 'could not run'."""
     ours = ROOT / ".sitebench" / "nightly" / "local"
@@ -693,7 +700,7 @@ def real_night_stored(directory, before, results, existed, said):
             .replace(tzinfo=timezone.utc)
             .timestamp()
         )
-        print(f"{said}: night started {night.started}, {night.verdict}, {took:.1f} s")
+        print(f"{said} {due:%H:%M}: night started {night.started}, {night.verdict}, {took:.1f} s")
     finally:
         new.unlink(missing_ok=True)
         if not existed:
@@ -755,28 +762,8 @@ def test_a_real_scrontab_entry_runs_a_real_night(spack, tmp_path, slurm_cluster,
         )
     for key, value in slurm_cluster.env().items():
         monkeypatch.setenv(key, value)
-    results = tmp_path / "results"
-    monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(results))
-    monkeypatch.delenv("SITEBENCH_SITES_ROOT", raising=False)
-    directory = logs.logs_dir("local", Site.resolve("local").settings)
-    existed = (ROOT / ".sitebench" / "nightly" / "local").exists()
-    before = set(logs.night_logs(directory))
-    due = next_minute()
-    installed = sitebench(
-        "nightly",
-        "install",
-        "--site",
-        "local",
-        "--at",
-        f"{due:%H:%M}",
-        "--via",
-        "scrontab",
-        "--",
-        "-n",
-        "StreamCheck",
-    )
-    assert installed.returncode == 0, installed.stderr
+    night = install_real_night(tmp_path, monkeypatch, "--via", "scrontab")
     try:
-        real_night_stored(directory, before, results, existed, f"scrontab due {due:%H:%M}")
+        real_night_stored(*night, "scrontab due")
     finally:
         sitebench("nightly", "remove", "--site", "local", "--via", "scrontab")
