@@ -261,7 +261,8 @@ def test_bad_settings_are_refused_naming_the_fix(tmp_path, text, problem, fix):
 
 
 @pytest.mark.reliability_input
-def test_validate_reports_a_bad_hpl_yaml(tmp_path):
+@pytest.mark.spack
+def test_validate_reports_a_bad_hpl_yaml(detected, tmp_path):
     sites = tmp_path / "sites"
     (sites / "site-configs").mkdir(parents=True)
     subprocess.run(["cp", "-r", str(ROOT / "site-configs/local"), str(sites / "site-configs")])
@@ -273,6 +274,14 @@ def test_validate_reports_a_bad_hpl_yaml(tmp_path):
 
 
 # --- the HPL check reads the site's settings -------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def detected(spack):
+    """The local site detected (its topology sizes the HPL grid), as a first run does."""
+    from sitebench.sites import local_site
+
+    local_site.detect(spack)
 
 
 def dry_run_check(tmp_path, hpl_yaml):
@@ -323,7 +332,8 @@ def ranks_here():
     return topology["num_cpus"] // topology.get("num_cpus_per_core", 1)
 
 
-def test_hpl_check_writes_the_tuned_input(tmp_path):
+@pytest.mark.spack
+def test_hpl_check_writes_the_tuned_input(detected, tmp_path):
     ranks = ranks_here()
     tuned = (
         f"nb: 128\np: {ranks}\nq: 1\npmap: column\npfact: left\nnbmin: 2\nndiv: 3\n"
@@ -353,13 +363,15 @@ def test_hpl_check_writes_the_tuned_input(tmp_path):
     }
 
 
-def test_hpl_check_without_settings_keeps_hpls_recommended_input(tmp_path):
+@pytest.mark.spack
+def test_hpl_check_without_settings_keeps_hpls_recommended_input(detected, tmp_path):
     proc, lines = dry_run_check(tmp_path, None)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "\n".join(lines) + "\n" == hpl_dat(4000, 192, *hpl_tune.process_grid(ranks_here()))
 
 
 @pytest.mark.reliability_input
+@pytest.mark.spack
 @pytest.mark.parametrize(
     "text, message",
     [
@@ -367,7 +379,7 @@ def test_hpl_check_without_settings_keeps_hpls_recommended_input(tmp_path):
         ("p: 3\nq: 5\n", "HPL grid 3 x 5 is not the"),
     ],
 )
-def test_hpl_check_refuses_a_bad_settings_file(tmp_path, text, message):
+def test_hpl_check_refuses_a_bad_settings_file(detected, tmp_path, text, message):
     proc, lines = dry_run_check(tmp_path, text)
     assert proc.returncode != 0 and lines is None
     assert message in proc.stdout + proc.stderr
@@ -379,19 +391,14 @@ def test_hpl_check_refuses_a_bad_settings_file(tmp_path, text, message):
 @pytest.mark.spack
 @pytest.mark.slow
 def test_short_tuning_run_on_the_built_hpl(spack):
+    from sitebench.run import runner
+    from sitebench.sites.site import Site
+
     env = spack.environ()
-    find = spack.run(
-        "-e",
-        ROOT / "environments/local",
-        "find",
-        "--format",
-        "{prefix}",
-        "hpl",
-        capture=True,
-        check=False,
-    )
-    if find.returncode != 0 or not find.stdout.split():
-        pytest.skip("HPL NOT BUILT on the local site: ./sitebench run -- -n HplCheck builds it")
+    # The local site's HPL, built as a first run builds it (shared with the other tests).
+    prepared = runner.prepare(Site.resolve("local"))
+    built = spack.run("-e", prepared.env_dir, "install", "hpl", capture=True, check=False)
+    assert built.returncode == 0, built.stdout[-3000:] + built.stderr[-3000:]
     proc = sitebench(
         "tune",
         "hpl",
