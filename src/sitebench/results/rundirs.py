@@ -50,9 +50,20 @@ class Incoming:
         self.site = check_name("site", site)
         self.site_dir = Path(root or paths.results_dir()) / site
         self.site_dir.mkdir(parents=True, exist_ok=True)
-        self.name = new_run_name(when)
-        self.path = self.site_dir / f"{INCOMING}{self.name}"
-        self.path.mkdir()
+        # Another writer of the site may draw the same name in the same second: draw again.
+        for _ in range(100):
+            self.name = new_run_name(when)
+            self.path = self.site_dir / f"{INCOMING}{self.name}"
+            try:
+                self.path.mkdir()
+                break
+            except FileExistsError:
+                continue
+        else:
+            raise SitebenchError(
+                f"could not find a free run name in {self.site_dir} (100 draws)",
+                f"remove leftover {INCOMING}* directories of {self.site_dir} once inspected",
+            )
         pid = os.getpid()
         writer = {"host": socket.gethostname(), "pid": pid, "start": _process_start(pid)}
         (self.path / WRITER).write_text(json.dumps(writer) + "\n")
