@@ -1,17 +1,10 @@
-"""What several commands share: warnings on stderr, paths as the user reads them."""
+"""What several commands share: warnings on stderr, the site and staleness options."""
 
 import sys
-
-from sitebench.common import paths
 
 
 def warn(message):
     print(f"warning: {message}", file=sys.stderr)
-
-
-def shown(path):
-    """``path`` relative to the checkout where it is inside it."""
-    return str(path.relative_to(paths.ROOT) if path.is_relative_to(paths.ROOT) else path)
 
 
 def add_site_argument(p, default="local", positional=False):

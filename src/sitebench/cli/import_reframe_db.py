@@ -1,7 +1,8 @@
 """Store the sessions of ReFrame's own results database as runs of a site, one run per
 session, never twice; the database is only read."""
 
-from sitebench.cli.common import shown, warn
+from sitebench.cli.common import warn
+from sitebench.common.paths import shown
 from sitebench.common import paths
 
 description = "store the sessions of ReFrame's own results database as runs of a site"

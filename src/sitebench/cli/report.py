@@ -1,6 +1,7 @@
 """A static HTML report of results/: plots and provenance in one file, no server needed."""
 
-from sitebench.cli.common import add_stale_days, shown
+from sitebench.cli.common import add_stale_days
+from sitebench.common.paths import shown
 from sitebench.common import paths
 
 description = "a static HTML report of results/ (plots, provenance), one file"

@@ -18,7 +18,8 @@ import statistics
 import sys
 import time
 
-from sitebench.cli.common import add_site_argument, shown
+from sitebench.cli.common import add_site_argument
+from sitebench.common.paths import shown
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
