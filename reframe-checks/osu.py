@@ -19,6 +19,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import osu  # noqa: E402
+from sitebench.run import mapping as mappings  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -36,10 +37,28 @@ MAPPING_OPTIONS = {
     },
 }
 
+#: The same under MPICH's hydra (``extras['mpi']`` of the environ is mpich). Hydra has no
+#: ``--report-bindings``: HYDRA_TOPO_DEBUG=1 (set in choose_transport) prints each process's
+#: CPUs on stdout, which sanity places on sockets and cores by the partition's topology. Its
+#: lines name no host, so the node mapping (hydra: ``-ppn 1``) cannot be proven and is skipped.
+MPICH_MAPPING_OPTIONS = {
+    "mpirun": {
+        "core": ["-map-by", "core", "-bind-to", "core"],
+        "socket": ["-map-by", "socket", "-bind-to", "core"],
+    },
+}
+
 #: Transport -> the Open MPI BTL that must carry the messages between the two ranks.
 #: Chosen by environment variables (not mpirun options), so any launcher passes them on;
 #: ``btl_base_verbose=1`` makes every process print which BTL it uses for each peer.
 TRANSPORT_BTL = {"shm": "vader", "tcp": "tcp"}
+
+#: Transport -> UCX_TLS under MPICH (ch4:ucx), whose messages between ranks of one host go
+#: through UCX too (measured with Debian's MPICH 4.0.2): shm: UCX's shared-memory transports;
+#: tcp: UCX's tcp over loopback (UCX_NET_DEVICES=lo), with MPIR_CVAR_NOLOCAL=1 so an MPICH
+#: with its own shared memory still sends through UCX. UCX_LOG_LEVEL=info makes UCX print the
+#: transports of every endpoint (on stderr: UCX_LOG_FILE), which sanity checks.
+MPICH_UCX_TLS = {"shm": "self,sm", "tcp": "tcp"}
 
 #: Warm-up and timed iterations (``-x``, ``-i``) at the quick scale; the full scale runs
 #: OSU's own defaults (latency 100/10000 below 8 KiB, 10/1000 above; bandwidth 10/100, 2/20).
@@ -57,13 +76,17 @@ class OsuPingPong(SitebenchBenchmark):
 
     Parameters: ``scale``, ``mapping`` (core: both ranks on one socket, different cores;
     socket: on two sockets; node: on two nodes), ``transport`` (shm: Open MPI's
-    shared-memory BTL vader; tcp: its TCP BTL, over loopback when both ranks share a host).
+    shared-memory BTL vader; tcp: its TCP BTL, over loopback when both ranks share a host;
+    under MPICH, UCX's shared-memory transports or its tcp).
     A mapping the partition cannot offer is skipped, saying why.
     Variables: ``min_size``, ``max_size`` (bytes, powers of two), ``num_warmup_iters``,
     ``num_iters`` (0: the scale's default), ``tcp_interfaces``.
     Sanity: the OSU header and the version of the Spack spec, a finite positive value for
     every size from ``min_size`` to ``max_size``, no Open MPI error, the bindings
     mpirun reported match the mapping and the BTL Open MPI reported is the transport's.
+    Under MPICH (the environ's ``extras['mpi']``): no MPICH error, the CPUs hydra bound the
+    ranks to match the mapping and UCX connected them with the transport's kind only
+    (shared memory, tcp); the node mapping is skipped (hydra's report names no host).
     Fixture: :class:`OsuBuild`.
     """
 
@@ -97,7 +120,7 @@ class OsuPingPong(SitebenchBenchmark):
     #: :type: :class:`str`
     tcp_interfaces = variable(str, value="")
 
-    #: The Open MPI BTL the transport must use (vader, tcp).
+    #: The Open MPI BTL the transport must use (vader, tcp); empty under MPICH.
     #:
     #: :type: :class:`str`
     btl = variable(str, value="", loggable=True)
@@ -143,7 +166,34 @@ class OsuPingPong(SitebenchBenchmark):
             self.skip_if(
                 self.transport == "shm", "shared memory does not reach a rank on another node"
             )
+        mpi = self.mpi()
+        self.skip_if(
+            mpi not in mappings.MPIS,
+            f"the mappings are written for {', '.join(mappings.MPIS)}; environ "
+            f"{self.current_environ.name} uses {mpi} (add its options to osu.py)",
+        )
         launcher = self.job.launcher.registered_name
+        if mpi == "mpich":
+            self.skip_if(
+                self.mapping == "node",
+                "mapping node cannot be proven under MPICH: hydra's binding report "
+                "(HYDRA_TOPO_DEBUG) names no host",
+            )
+            self.skip_if(
+                not osu.cpu_places(proc.topology),
+                f"MPICH reports bindings as CPU masks; {part.fullname} has no processor "
+                f"topology (sockets, cores) to read them with (reframe --detect-host-topology)",
+            )
+            options = MPICH_MAPPING_OPTIONS.get(launcher)
+            self.skip_if(
+                options is None,
+                f"the MPICH mappings are written for {', '.join(MPICH_MAPPING_OPTIONS)}; "
+                f"{part.fullname} launches with {launcher} (add its options to "
+                f"MPICH_MAPPING_OPTIONS in osu.py)",
+            )
+            self.job.launcher.options = list(options[self.mapping])
+            self.num_tasks_per_node = 2
+            return
         options = MAPPING_OPTIONS.get(launcher)
         self.skip_if(
             options is None,
@@ -153,8 +203,24 @@ class OsuPingPong(SitebenchBenchmark):
         self.job.launcher.options = list(options[self.mapping])
         self.num_tasks_per_node = 1 if self.mapping == "node" else 2
 
+    def mpi(self):
+        """The environ's MPI (Spack package name): openmpi or mpich."""
+        return mappings.mpi_of(self.current_environ)
+
     @run_after("setup")
     def choose_transport(self):
+        if self.mpi() == "mpich":
+            # One host (place_ranks skips the node mapping): tcp over loopback.
+            chosen = {
+                "HYDRA_TOPO_DEBUG": "1",
+                "UCX_TLS": MPICH_UCX_TLS[self.transport],
+                "UCX_LOG_LEVEL": "info",
+                "UCX_LOG_FILE": "stderr",
+            }
+            if self.transport == "tcp":
+                chosen.update(MPIR_CVAR_NOLOCAL="1", UCX_NET_DEVICES="lo")
+            self.env_vars = {**chosen, **self.env_vars}
+            return
         self.btl = TRANSPORT_BTL[self.transport]
         chosen = {
             "OMPI_MCA_pml": "ob1",
@@ -193,6 +259,8 @@ class OsuPingPong(SitebenchBenchmark):
             return fp.read()
 
     def result(self):
+        if self.mpi() == "mpich":
+            return osu.parse(osu.without_hydra_bindings(self.stdout_text()))
         return osu.parse(self.stdout_text())
 
     def spec_version(self):
@@ -202,6 +270,20 @@ class OsuPingPong(SitebenchBenchmark):
 
     @sanity_function
     def ran_as_asked(self):
+        if self.mpi() == "mpich":
+            found = osu.mpich_problems(
+                self.stdout_text(),
+                self.stderr_text(),
+                kind=self.osu_kind,
+                mapping=self.mapping,
+                transport=self.transport,
+                places=osu.cpu_places(self.current_partition.processor.topology),
+                min_size=self.min_size,
+                max_size=self.max_size,
+                version=self.spec_version(),
+                exitcode=self.job.exitcode,
+            )
+            return sn.assert_true(not found, msg="; ".join(found))
         found = osu.problems(
             self.stdout_text(),
             self.stderr_text(),

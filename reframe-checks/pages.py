@@ -79,6 +79,8 @@ class PagesCheck(SitebenchBenchmark):
     Fixtures: :class:`PagesNpbBuild`, :class:`MemaccessBuild`.
     """
 
+    uses_mpi = False
+
     benchmark = parameter(BENCHMARKS, loggable=True)
     pages = parameter(list(pages.PAGE_SIZES), loggable=True)
 

@@ -117,6 +117,8 @@ class ParsecCheck(SitebenchBenchmark):
     selected).
     """
 
+    uses_mpi = False
+
     benchmark = parameter(parsec.BENCHMARKS, loggable=True)
     threads = parameter(THREAD_LABELS, loggable=True)
 

@@ -45,6 +45,8 @@ class StreamCheck(SitebenchBenchmark):
     Fixture: :class:`StreamBuild`.
     """
 
+    uses_mpi = False
+
     threads = parameter(THREAD_LABELS, loggable=True)
 
     #: OpenMP threads, resolved from ``threads`` at setup.

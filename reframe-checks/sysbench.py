@@ -120,6 +120,8 @@ class SysbenchCheck(SitebenchBenchmark):
     Fixtures: :class:`SysbenchBuild`, :class:`MariadbBuild`.
     """
 
+    uses_mpi = False
+
     threads = parameter(THREAD_LABELS, loggable=True)
 
     #: Client threads, resolved from ``threads`` at setup.

@@ -13,13 +13,13 @@ import uuid
 import pytest
 import yaml
 from conftest import FIXTURES, ROOT, sitebench
-from test_validate import cli
+from test_validate import cli, local_toolchains, recorded_vm
 
 from sitebench.sites import onboard
 
 from sitebench.common import paths
 
-from sitebench.sites import validate
+from sitebench.sites import toolchains, validate
 from sitebench.common.errors import SitebenchError
 
 RECORDED = FIXTURES / "onboarding"
@@ -32,13 +32,26 @@ def sites_root(tmp_path, monkeypatch):
     (root / "environments" / "local").mkdir(parents=True)
     shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
     shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    local_toolchains(root)
     monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(root))
     monkeypatch.delenv("SITEBENCH_MIRROR", raising=False)
+    monkeypatch.delenv(toolchains.SELECTED, raising=False)
     return root
 
 
-def vm():
-    return onboard.Detection.load(RECORDED / "vm")
+#: Where the recorded MPIs get their prefixes in this test (test_validate.recorded_vm).
+MPI_ROOT = None
+
+
+@pytest.fixture(autouse=True)
+def mpi_root(tmp_path):
+    global MPI_ROOT
+    MPI_ROOT = tmp_path / "mpi"  # set for each test (kept through monkeypatch.undo())
+    return MPI_ROOT
+
+
+def vm(mpis=("openmpi",)):
+    return recorded_vm(MPI_ROOT, mpis)
 
 
 def cluster():
@@ -57,8 +70,11 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
         "README.md",
         "references.yaml",
         "reframe.py",
+        "site.yaml",
+        "spack/definitions.yaml",
         "spack/mirrors.yaml",
         "spack/packages.yaml",
+        "spack/toolchains.yaml",
         "topology.json",
     ]
     assert [p.name for p in env.iterdir()] == ["spack.yaml"]
@@ -66,7 +82,8 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
 
     packages = yaml.safe_load((site / "spack/packages.yaml").read_text())["packages"]
     assert packages["openmpi"]["externals"][0]["spec"].startswith("openmpi@4.1.4")
-    assert packages["mpi"]["require"] == ["openmpi"]
+    assert "mpi" not in packages and packages["all"]["providers"]["mpi"] == ["openmpi"]
+    assert packages["openmpi"]["externals"][0]["prefix"] == str(MPI_ROOT / "openmpi")
     assert packages["all"]["providers"]["blas"] == ["openblas"]
     assert packages["gcc"]["externals"][0]["extra_attributes"]["compilers"]["c"] == "/usr/bin/gcc"
     assert packages["mariadb"]["externals"][0]["spec"] == "mariadb@10.11.19"
@@ -77,6 +94,19 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
     assert json.loads((site / "topology.json").read_text())["num_cpus"] == 2
     assert yaml.safe_load((site / "references.yaml").read_text()) == {}
     assert "./sitebench references vm-site --write" in (site / "references.yaml").read_text()
+    # The toolchain proposed from what was found, and its Spack files.
+    declared = yaml.safe_load((site / "site.yaml").read_text())["toolchains"]
+    assert declared == [
+        {"name": "gcc-openmpi", "c": "gcc", "cxx": "gcc", "fortran": "gcc", "mpi": "openmpi"}
+    ]
+    parsed, problems = toolchains.parse(declared, "site.yaml")
+    assert not problems
+    for name, text in toolchains.spack_files(parsed).items():
+        assert (site / "spack" / name).read_text() == text
+    assert yaml.safe_load((site / "spack/definitions.yaml").read_text()) == {
+        "definitions": [{"toolchains": ["%gcc-openmpi"]}]
+    }
+    assert "%mpi=openmpi" in (site / "spack/toolchains.yaml").read_text()
     readme = (site / "README.md").read_text()
     assert "# Site `vm-site`" in readme and "topology.json" in readme and "$" not in readme
 
@@ -84,6 +114,8 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
     local = yaml.safe_load((ROOT / "environments/local/spack.yaml").read_text())["spack"]
     assert env_yaml["include"] == ["../../site-configs/vm-site/spack"]
     assert env_yaml["specs"] == local["specs"]
+    assert env_yaml["definitions"] == local["definitions"]  # benchmarks x $toolchains
+    assert env_yaml["specs"] == [{"matrix": [["$benchmarks"], ["$toolchains"]]}]
     assert env_yaml["concretizer"] == local["concretizer"] and env_yaml["view"] is False
 
     text = report.render()
@@ -94,6 +126,8 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
         "MariaDB: mariadb@10.11.19",
         "CPU: x86_64_v4 AMD EPYC, 2 CPUs",
         "memory: 23.5 GiB",
+        "toolchain gcc-openmpi: c gcc, cxx gcc, fortran gcc, mpi openmpi",
+        "toolchains in site-configs/vm-site/site.yaml",
         "partition default: scheduler local, launcher mpirun",
         "references.yaml is empty",
         "next: ./sitebench run --site vm-site",
@@ -102,7 +136,7 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
     assert "no BLAS" not in text and "no source mirror" not in text
     # The new site passes validation, ReFrame's load of its reframe.py included.
     settings = validate.validate_site("vm-site")
-    assert settings == {"environment": "vm-site", "slurm_cluster": False}
+    assert settings["environment"] == "vm-site" and settings["toolchains"] == declared
 
 
 def test_the_reframe_config_is_data_and_loads(sites_root):
@@ -121,6 +155,43 @@ def test_the_reframe_config_is_data_and_loads(sites_root):
     assert part["extras"]["memory_bytes"] == 24684084 * 1024
     assert part["extras"]["spack_environment"] == str(sites_root / "environments/vm-site")
     assert module.site_configuration["logging"][0]["handlers_perflog"][0]["type"] == "filelog"
+    # One environment per toolchain, the partition runs them all; PATH starts with its MPI.
+    (env,) = module.site_configuration["environments"]
+    assert env["name"] == "gcc-openmpi" and part["environs"] == ["gcc-openmpi"]
+    assert {"sitebench", "mpi_openmpi", toolchains.NO_MPI_CHECKS} <= set(env["features"])
+    assert ["PATH", f"{MPI_ROOT / 'openmpi' / 'bin'}:$PATH"] in env["env_vars"]
+    assert ["OMPI_ALLOW_RUN_AS_ROOT", "1"] in env["env_vars"]
+    # Loading it leaves the local site's toolchains alone (only its perflog format is read).
+    assert "'environs': ENVIRONS" in path.read_text()
+
+
+def test_two_mpis_give_two_toolchains_and_environments(sites_root):
+    report = onboard.onboard("two", detection=vm(("openmpi", "mpich")))
+    site = sites_root / "site-configs/two"
+    declared = yaml.safe_load((site / "site.yaml").read_text())["toolchains"]
+    assert [t["name"] for t in declared] == ["gcc-openmpi", "gcc-mpich"]
+    assert yaml.safe_load((site / "spack/definitions.yaml").read_text()) == {
+        "definitions": [{"toolchains": ["%gcc-openmpi", "%gcc-mpich"]}]
+    }
+    spack_tcs = yaml.safe_load((site / "spack/toolchains.yaml").read_text())["toolchains"]
+    assert {"spec": "%mpi=mpich", "when": "%mpi"} in spack_tcs["gcc-mpich"]
+    assert "toolchain gcc-mpich: c gcc, cxx gcc, fortran gcc, mpi mpich" in report.render()
+    names, environments = toolchains.for_reframe("two")
+    assert names == ["gcc-openmpi", "gcc-mpich"]
+    # One compiler set: the checks without MPI run once, in the first toolchain.
+    assert [toolchains.NO_MPI_CHECKS in e["features"] for e in environments] == [True, False]
+    assert [e["extras"]["mpi"] for e in environments] == ["openmpi", "mpich"]
+    validate.validate_site("two")
+
+
+def test_a_machine_without_a_toolchain_is_refused_before_writing(sites_root):
+    detection = vm()
+    detection.packages.pop("openmpi")
+    with pytest.raises(SitebenchError, match="no toolchain found") as err:
+        onboard.onboard("nompi", detection=detection)
+    assert "apt-get install" in err.value.fix and "openmpi-bin" in err.value.fix
+    assert sorted(p.name for p in (sites_root / "site-configs").iterdir()) == ["local"]
+    assert sorted(p.name for p in (sites_root / "environments").iterdir()) == ["local"]
 
 
 def test_slurm_partitions_from_the_recorded_sinfo(sites_root):
@@ -159,20 +230,18 @@ def test_several_partitions_node_shapes_and_states(sites_root):
     assert "check it on a compute node" in text
 
 
-def test_missing_blas_mpi_mariadb_and_mirror_are_listed_for_review(sites_root):
+def test_missing_blas_mariadb_and_mirror_are_listed_for_review(sites_root):
     detection = vm()
-    for name in ("openblas", "openmpi"):
-        detection.packages.pop(name)
+    detection.packages.pop("openblas")
     detection.extras.pop("mariadb")
     text = onboard.onboard("bare", detection=detection).render()
-    assert "BLAS: none" in text and "MPI: none" in text and "MariaDB: none" in text
+    assert "BLAS: none" in text and "MariaDB: none" in text
     assert "no BLAS found: HPL will build OpenBLAS" in text
-    assert "no MPI found: Spack will build Open MPI" in text
     assert "no MariaDB found" in text and "no source mirror" in text
     packages = yaml.safe_load((sites_root / "site-configs/bare/spack/packages.yaml").read_text())[
         "packages"
     ]
-    assert "mpi" not in packages and "blas" not in packages.get("all", {}).get("providers", {})
+    assert "blas" not in packages.get("all", {}).get("providers", {})
 
 
 def test_no_compiler_stops_before_writing(sites_root):

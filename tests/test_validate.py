@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import yaml
@@ -68,16 +69,47 @@ def cli(*args, env=None):
     )
 
 
+def mpi_prefix(where, mpi):
+    """A prefix of ``mpi`` with its launcher and wrappers (scripts that say which MPI they
+    are), as an MPI external of the recorded detection points at on the recording machine."""
+    bindir = Path(where) / mpi / "bin"
+    bindir.mkdir(parents=True, exist_ok=True)
+    for program in ("mpicc", "mpicxx", "mpifort", "mpirun"):
+        (bindir / program).write_text(f"#!/bin/sh\necho {mpi} {program}\n")
+        (bindir / program).chmod(0o755)
+    return bindir.parent
+
+
+def recorded_vm(where, mpis=("openmpi",)):
+    """The recorded detection of tests/fixtures/onboarding/vm (Open MPI), its MPI externals in
+    prefixes of their own under ``where`` (so no test depends on this machine's MPI); an MPI
+    of ``mpis`` it lacks (mpich) is added as a second external."""
+    detection = onboard.Detection.load(FIXTURES / "onboarding" / "vm")
+    for mpi in mpis:
+        entry = detection.packages.setdefault(
+            mpi, {"buildable": False, "externals": [{"spec": f"{mpi}@4.1.0"}]}
+        )
+        entry["externals"][0]["prefix"] = str(mpi_prefix(where, mpi))
+    return detection
+
+
+def local_toolchains(root, text="toolchains: [{name: gcc-openmpi, c: gcc, mpi: openmpi}]\n"):
+    """The local site's detected toolchains, in a sites root (its reframe.py reads them)."""
+    (root / "site-configs/local/toolchains.yaml").write_text(text)
+
+
 def make_sites_root(root):
-    """A sites root with the local site's reframe.py and environment, and a valid site 'good'."""
+    """A sites root with the local site's reframe.py, environment and detected toolchains,
+    and a valid site 'good' (one toolchain, gcc-openmpi)."""
     (root / "site-configs" / "local").mkdir(parents=True)
     (root / "environments" / "local").mkdir(parents=True)
     shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
     shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    local_toolchains(root)
     old = os.environ.get("SITEBENCH_SITES_ROOT")
     os.environ["SITEBENCH_SITES_ROOT"] = str(root)
     try:
-        detection = onboard.Detection.load(FIXTURES / "onboarding" / "vm")
+        detection = recorded_vm(root.parent / "mpi")
         onboard.onboard("good", detection=detection, mirror="file:///mirror")
     finally:
         if old is None:
@@ -157,8 +189,9 @@ def test_all_problems_of_a_site_are_listed_at_once(good_root, tmp_path, monkeypa
     with pytest.raises(SitebenchError) as err:
         validate.validate_site("good", load_reframe=False)
     text = str(err.value)
-    assert "site 'good': 3 problems" in text
-    for fragment in ("lower tolerance", "spack.specs", "slurm_cluster"):
+    # site.yaml replaced: it declares no toolchains any more, the fourth problem.
+    assert "site 'good': 4 problems" in text
+    for fragment in ("lower tolerance", "spack.specs", "slurm_cluster", "declares no toolchains"):
         assert fragment in text
     assert "./sitebench validate good" in err.value.fix
 

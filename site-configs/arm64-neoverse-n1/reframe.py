@@ -63,8 +63,15 @@ site_configuration = {
     ],
     "environments": [
         {
+            # The site's one toolchain (site.yaml), GCC with Open MPI; its environment
+            # keeps the name of the runs stored before toolchains.
             "name": "gnu",
-            "features": ["sitebench", "openmp", "mpi"],
+            "features": ["sitebench", "openmp", "mpi", "mpi_openmpi", "no_mpi_checks"],
+            "extras": {
+                "mpi": "openmpi",
+                "compilers": {"c": "gcc", "cxx": "gcc", "fortran": "gcc"},
+                "launcher": "mpirun",
+            },
             "cc": "mpicc",
             "cxx": "mpicxx",
             "ftn": "mpifort",

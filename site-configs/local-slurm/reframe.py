@@ -60,7 +60,7 @@ def _partition(name, scheduler, launcher, descr):
         "scheduler": scheduler,
         "launcher": launcher,
         "access": ["--partition=local"],
-        "environs": ["gnu-slurm"],
+        "environs": [e["name"] for e in _envs],
         # One job at a time: concurrent benchmarks would measure each other.
         "max_jobs": 1,
         "features": ["spack", "mpi", "openmp", "slurm"] + [f"scale_{s.strip()}" for s in SCALES],
@@ -102,14 +102,24 @@ def _processor():
 
 
 _local = _load_local()
-_env = copy.deepcopy(_local["environments"][0])
-_env["name"] = "gnu-slurm"
-_env["env_vars"] = _env["env_vars"] + [
-    # Open MPI between the nodes' namespaces (or on loopback with one node).
-    ["OMPI_MCA_oob_tcp_if_include", _subnet if _multi else "lo"],
-    ["OMPI_MCA_btl_tcp_if_include", _subnet if _multi else "lo"],
-    ["SLURM_MPI_TYPE", "pmix"],
-]
+# The local site's Open MPI toolchains: the partitions launch with `srun --mpi=pmix` and
+# Open MPI's mpirun. The first of them also runs the checks that use no MPI.
+_envs = [copy.deepcopy(e) for e in _local["environments"] if e["extras"]["mpi"] == "openmpi"]
+if not _envs:
+    raise RuntimeError(
+        "the local site has no Open MPI toolchain (site-configs/local/toolchains.yaml): "
+        "the private Slurm cluster runs Open MPI (apt-get install openmpi-bin libopenmpi-dev, "
+        "then ./sitebench detect --redetect)"
+    )
+if "no_mpi_checks" not in _envs[0]["features"]:
+    _envs[0]["features"].append("no_mpi_checks")
+for _env in _envs:
+    _env["env_vars"] = _env["env_vars"] + [
+        # Open MPI between the nodes' namespaces (or on loopback with one node).
+        ["OMPI_MCA_oob_tcp_if_include", _subnet if _multi else "lo"],
+        ["OMPI_MCA_btl_tcp_if_include", _subnet if _multi else "lo"],
+        ["SLURM_MPI_TYPE", "pmix"],
+    ]
 
 # The local site's perflog: its %(check_#ALL)s already holds check_jobid and
 # check_job_nodelist, and the report the scheduler of every case.
@@ -128,7 +138,7 @@ site_configuration = {
             ],
         }
     ],
-    "environments": [_env],
+    "environments": _envs,
     "general": copy.deepcopy(_local["general"]),
     "logging": _logging,
 }

@@ -4,14 +4,27 @@ Nothing to edit: the processor topology is the one `sitebench detect` stored
 in topology.json (ReFrame detects it itself when that file is absent), the
 memory is read here, and the scales run are taken from $SITEBENCH_SCALES
 (default: quick). References: references.yaml next to this file (partition extras).
+Programming environments: one per toolchain `sitebench detect` found
+(toolchains.yaml next to this file; $SITEBENCH_TOOLCHAINS selects some).
 """
 
 import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
+
+# Plain `reframe -C site-configs/local/reframe.py` works without installing sitebench.
+sys.path.insert(0, os.path.join(ROOT, "src"))
+from sitebench.sites import toolchains  # noqa: E402
+
+ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
+    "local",
+    # Open MPI refuses to start as root without these (containers, CI).
+    env_vars=[["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]],
+)
 
 
 def _processor():
@@ -27,7 +40,7 @@ _partition = {
     "descr": "this machine, one job at a time so benchmarks do not disturb each other",
     "scheduler": "local",
     "launcher": "mpirun",
-    "environs": ["gnu"],
+    "environs": ENVIRONS,
     "max_jobs": 1,
     "features": ["spack", "mpi", "openmp"] + [f"scale_{s.strip()}" for s in SCALES],
     "extras": {
@@ -54,20 +67,7 @@ site_configuration = {
             "partitions": [_partition],
         }
     ],
-    "environments": [
-        {
-            "name": "gnu",
-            "features": ["sitebench", "openmp", "mpi"],
-            "cc": "mpicc",
-            "cxx": "mpicxx",
-            "ftn": "mpifort",
-            "env_vars": [
-                # Open MPI refuses to start as root without these (containers, CI).
-                ["OMPI_ALLOW_RUN_AS_ROOT", "1"],
-                ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
-            ],
-        }
-    ],
+    "environments": ENVIRONMENTS,
     "general": [
         {
             "topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology"),

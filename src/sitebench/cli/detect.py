@@ -1,5 +1,7 @@
 """Detect this machine as the site 'local': compilers, MPI, BLAS and build tools become
-Spack externals, ReFrame detects the CPU topology. Done once; --redetect after a change."""
+Spack externals, ReFrame detects the CPU topology, and every compiler set with every MPI found
+becomes a toolchain (site-configs/local/toolchains.yaml). Done once; --redetect after a
+change."""
 
 description = "detect this machine as the 'local' site"
 
@@ -9,12 +11,21 @@ def setup_parser(p):
 
 
 def command(args):
+    from sitebench.common import paths
     from sitebench.sites import local_site
     from sitebench.spack import pinned
+
+    from sitebench.sites import site_settings, toolchains
 
     topology = local_site.detect(pinned.setup(), redetect=args.redetect)
     print(
         f"site 'local': {topology.get('arch')} {topology.get('model', '')}, "
         f"{topology.get('num_cpus')} CPUs; Spack config in {local_site.spack_dir()}"
     )
+    found, _problems = toolchains.declared("local", site_settings.load("local"))
+    if found:
+        print(
+            f"toolchains: {', '.join(tc.name for tc in found)} "
+            f"({paths.shown(toolchains.detected_file())})"
+        )
     return 0

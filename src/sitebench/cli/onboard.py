@@ -1,6 +1,7 @@
 """Create site-configs/NAME/ and environments/NAME/ for this machine (or, with --slurm, the
 cluster whose login node this is): compilers, MPI, BLAS and MariaDB detected as Spack
-externals, the CPU topology and memory; it prints what it found and what to review."""
+externals, the CPU topology and memory; every compiler set with every MPI found proposed as
+a toolchain (site.yaml); it prints what it found and what to review."""
 
 description = (
     "create site-configs/NAME/ and environments/NAME/ for this machine (or, with "

@@ -12,6 +12,13 @@ def setup_parser(p):
     add_site_argument(p)
     p.add_argument("--scale", default="quick", help="quick (default) or full")
     p.add_argument(
+        "--toolchain",
+        action="append",
+        metavar="NAME",
+        help="run only this toolchain of the site (repeatable; default: every toolchain "
+        "the site declares, see site-configs/README.md)",
+    )
+    p.add_argument(
         "reframe_args",
         nargs=argparse.REMAINDER,
         help="after --: extra ReFrame options, e.g. -- -n StreamCheck",
@@ -19,8 +26,15 @@ def setup_parser(p):
 
 
 def command(args):
+    import os
+
     from sitebench.nightly.suite import run_once
+    from sitebench.sites import toolchains
     from sitebench.sites.site import Site
+
+    if args.toolchain:
+        # Read by the site's reframe.py (its environments) and checked by the runner.
+        os.environ[toolchains.SELECTED] = ",".join(args.toolchain)
 
     outcome = run_once(Site.resolve(args.site), args.scale, args.reframe_args, warn=warn)
     code = outcome.code

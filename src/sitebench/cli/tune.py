@@ -156,9 +156,21 @@ def command(args):
     if n < max(hpl_tune.NB_VALUES[0], 2 * ranks):
         raise SitebenchError(f"--n {n} is too small to tune", "e.g. --n 2000")
 
+    from sitebench.sites import toolchains
     from sitebench.spack import pinned
 
-    exe = hpl_tune.installed_xhpl(pinned.setup(), site.environment_dir, site.name)
+    # The trials launch with Open MPI's mpirun options (--bind-to core): the site's first
+    # Open MPI toolchain is tuned, and the input it finds serves the site's HPL check.
+    openmpi = [t for t in toolchains.load(site) if t.mpi.split("@")[0] == "openmpi"]
+    if not openmpi:
+        raise SitebenchError(
+            f"site {site} has no Open MPI toolchain: the tuner launches with Open MPI's mpirun",
+            "declare one in site.yaml's toolchains (mpi: openmpi)",
+        )
+    exe = hpl_tune.installed_xhpl(pinned.setup(), site.environment_dir, site.name, openmpi[0])
+    packages = toolchains.spack_scope_packages(paths.site_config_dir(site.environment) / "spack")
+    bindir = toolchains.mpi_bin(packages, "openmpi")
+    mpirun = os.path.join(bindir, "mpirun") if bindir else "mpirun"
     print(
         f"==> tuning HPL on {site} ({exe}): N={n}, {ranks} ranks, budget {args.budget:.0f} s",
         file=sys.stderr,
@@ -177,7 +189,7 @@ def command(args):
             "give a larger --budget, or --dgemm none",
         )
     result = hpl_tune.search(
-        hpl_tune.xhpl_trial(exe, n, ranks, scratch),
+        hpl_tune.xhpl_trial(exe, n, ranks, scratch, mpirun),
         hpl_tune.space(ranks, n),
         hpl_tune.baseline(ranks),
         left,

@@ -9,7 +9,8 @@ behind.
 
 #: ``./sitebench run``: the quick suite on this machine, every benchmark built from the
 #: source mirror. Spack's own prerequisites (make, patch, the archivers, file, git), the
-#: toolchain Spack takes as externals (compilers, Open MPI, OpenBLAS), Debian's reference
+#: toolchains Spack takes as externals (compilers, Open MPI and MPICH: two toolchains),
+#: OpenBLAS, Debian's reference
 #: BLAS/LAPACK (registered as netlib-lapack: its recipe cannot be built offline), the
 #: autotools HPL's build needs, and MariaDB for sysbench (without a detected MariaDB the
 #: ``mariadb`` root is built from source).
@@ -27,6 +28,8 @@ RUN = (
     "gfortran",
     "openmpi-bin",
     "libopenmpi-dev",
+    "mpich",
+    "libmpich-dev",
     "libopenblas-dev",
     "libblas3",
     "liblapack3",
@@ -55,6 +58,9 @@ TEST = (
 #: Named by hints but needed by neither command: the emulated aarch64 site
 #: (``./sitebench qemu-prepare``) and systemd (always on Debian; its tests skip without it).
 OPTIONAL = (
+    # Clang toolchains (detection proposes one where clang builds OpenMP programs).
+    "clang",
+    "libomp-dev",
     "debootstrap",
     "qemu-user-static",
     "binfmt-support",

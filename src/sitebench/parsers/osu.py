@@ -1,5 +1,6 @@
 """OSU Micro-Benchmarks point-to-point output (osu_latency, osu_bw) and what Open MPI says
-about the run on stderr: where each rank was bound and which transport carried the messages.
+about the run on stderr: where each rank was bound and which transport carried the messages
+(MPICH says it differently: see the end of this module).
 
 stdout of a complete run::
 
@@ -298,5 +299,159 @@ def problems(
         found.append(
             f"transport: Open MPI used {', '.join(sorted(used))} between the ranks, "
             f"expected {btl}"
+        )
+    return found
+
+
+# -- MPICH (hydra process manager, ch4:ucx device) ------------------------------------------
+#
+# MPICH says the same things differently. stdout, with HYDRA_TOPO_DEBUG=1, before OSU's header
+# (hydra prints it in each process after binding it, so the order of the lines varies)::
+#
+#     process 1 binding: 01
+#
+# the CPUs of the N-th process hydra started on its host, one digit per CPU (OS index, CPU 0
+# leftmost); on one host N is the rank. stderr, with UCX_LOG_LEVEL=info UCX_LOG_FILE=stderr,
+# one line per UCX endpoint configuration, each lane named transport/device::
+#
+#     [...] [vm:31425:0]  ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(tcp/lo) rma_am(tcp/lo)
+#
+# Debian 12's MPICH 4.0.2 sends even between ranks of one host through UCX (UCX_TLS=tcp alone
+# turns 0.14 us into 4.2 us there), so these lanes are the transports that can carry messages.
+
+_HYDRA_BINDING = re.compile(r"^process (\d+) binding: ([01]+)[ \t]*\n?", re.MULTILINE)
+_UCX_EP_CFG = re.compile(r"UCX\s+INFO\s+ep_cfg\[\d+\]: (.*)$", re.MULTILINE)
+_UCX_LANE = re.compile(r"([\w-]+)/[^\s()]+")
+_MPICH_FATAL = re.compile(r"^(?:Abort\(-?\d+\)[^:\n]*: )?(Fatal error in .*)$", re.MULTILINE)
+_UCX_ERROR = re.compile(r"UCX\s+ERROR\s+(.*)$", re.MULTILINE)
+_HYDRA_BAD = re.compile(r"BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES")
+
+#: UCX transports that move data through memory the processes of one host share (UCX_TLS "sm").
+UCX_SHARED_MEMORY = frozenset({"sysv", "posix", "cma", "knem", "xpmem"})
+
+
+def without_hydra_bindings(stdout):
+    """``stdout`` without hydra's ``process N binding: ...`` lines (for :func:`parse`)."""
+    return _HYDRA_BINDING.sub("", stdout)
+
+
+def cpu_places(topology):
+    """CPU (OS index) -> (socket, core), from ReFrame's processor topology (hex CPU masks in
+    ``sockets`` and ``cores``); {} when it lacks them."""
+
+    def cpus(mask):
+        bits = int(mask, 16)
+        return [i for i in range(bits.bit_length()) if bits >> i & 1]
+
+    topology = topology or {}
+    socket_of = {c: s for s, mask in enumerate(topology.get("sockets") or []) for c in cpus(mask)}
+    return {
+        c: (socket_of[c], core)
+        for core, mask in enumerate(topology.get("cores") or [])
+        for c in cpus(mask)
+        if c in socket_of
+    }
+
+
+def hydra_bindings(stdout, places, host=""):
+    """rank -> Binding from hydra's ``process N binding`` lines of one host; ``places`` from
+    :func:`cpu_places`. A CPU the topology does not list is placed on socket -1."""
+    found = {}
+    for index, bits in _HYDRA_BINDING.findall(stdout):
+        cpus = [i for i, bit in enumerate(bits) if bit == "1"]
+        where = tuple(sorted({places.get(c, (-1, c)) for c in cpus}))
+        found[int(index)] = Binding(int(index), host, where)
+    return found
+
+
+def ucx_transports(stderr):
+    """UCX transports of the endpoint configurations (``ep_cfg[i]: tag(sysv/memory ...)``),
+    without ``self`` (a process's messages to itself)."""
+    return {name for lanes in _UCX_EP_CFG.findall(stderr) for name in _UCX_LANE.findall(lanes)} - {
+        "self"
+    }
+
+
+def mpich_error(stderr):
+    """What MPICH said first: its ``Fatal error in ...`` line, else UCX's first error, else
+    hydra's bad-termination notice; empty when it said none of them."""
+    for pattern in (_MPICH_FATAL, _UCX_ERROR):
+        match = pattern.search(stderr)
+        if match:
+            return " ".join(match.group(1).split())
+    bad = _HYDRA_BAD.search(stderr)
+    return bad.group(0).capitalize() if bad else ""
+
+
+def mpich_problems(
+    stdout,
+    stderr,
+    *,
+    kind,
+    mapping,
+    transport,
+    places,
+    min_size=1,
+    max_size=16777216,
+    version=None,
+    exitcode=None,
+):
+    """:func:`problems` for a run under MPICH; [] for a good run.
+
+    ``transport``: shm (only UCX shared-memory transports) or tcp (only UCX's tcp);
+    ``places``: :func:`cpu_places` of the host. One host only: hydra's binding lines name
+    none, so they cannot show the node mapping.
+    """
+    if mapping == "node":
+        raise ValueError("hydra's binding lines name no host: mapping node cannot be proven")
+    said = mpich_error(stderr)
+    because = f"; MPICH: {said}" if said else ""
+    if exitcode:
+        because += f"; mpirun exited with code {exitcode}"
+    try:
+        result = parse(without_hydra_bindings(stdout))
+    except ParseError as err:
+        return [f"{err}{because}"]
+    found = []
+    if result.kind != kind:
+        found.append(f"OSU ran the {result.kind} test, expected {kind}")
+    if version and result.version != version:
+        found.append(f"OSU printed v{result.version}, the binary was built as {version}")
+    missing = missing_sizes(result, min_size, max_size)
+    if missing:
+        found.append(
+            f"OSU {result.kind} has no result for {len(missing)} message sizes "
+            f"({', '.join(map(str, missing))} B): truncated run, or -m below {max_size}"
+            f"{because}"
+        )
+    elif said:
+        found.append(f"MPICH reported a failure: {said}")
+    bound = hydra_bindings(stdout, places)
+    if sorted(bound) != [0, 1]:
+        found.append(
+            f"hydra reported bindings for processes {sorted(bound)}, expected 0..1 (no "
+            f"'process N binding' lines on stdout: HYDRA_TOPO_DEBUG unset, or not hydra?)"
+        )
+    else:
+        unknown = sorted(c for b in bound.values() for s, c in b.places if s < 0)
+        problem = (
+            f"hydra bound ranks to CPUs {unknown} that the partition's topology does not list"
+            if unknown
+            else mapping_problem(bound, mapping)
+        )
+        if problem:
+            found.append(problem)
+    used = ucx_transports(stderr)
+    if not used:
+        found.append(
+            f"transport: UCX printed no 'ep_cfg[i]: ...' line, expected {transport} "
+            f"(UCX_LOG_LEVEL=info or UCX_LOG_FILE=stderr unset, or not MPICH ch4:ucx?)"
+        )
+    elif (transport == "shm" and not used <= UCX_SHARED_MEMORY) or (
+        transport == "tcp" and used != {"tcp"}
+    ):
+        found.append(
+            f"transport: UCX connected the ranks with {', '.join(sorted(used))}, expected "
+            + ("shared memory only" if transport == "shm" else "tcp only")
         )
     return found

@@ -98,6 +98,12 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     power_source = variable(str, value="", loggable=True)
 
+    #: Whether the benchmark runs MPI: it then runs in every toolchain of the site (one
+    #: ReFrame environment each); one that does not (STREAM, PARSEC, sysbench) runs once
+    #: per compiler set, in the environment with the feature ``no_mpi_checks``
+    #: (sitebench/sites/toolchains.py). A class attribute, a property of the check.
+    uses_mpi = True
+
     valid_prog_environs = ["+sitebench"]
     maintainers = ["sitebench"]
 
@@ -124,6 +130,8 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             f"{base} +{feature}" for feature in self.selection_features()
         ]
         self.tags |= {self.scale, "sitebench"}
+        if not self.uses_mpi:
+            self.valid_prog_environs = ["+sitebench +no_mpi_checks"]
         self.set_site_references()
 
     def set_site_references(self):

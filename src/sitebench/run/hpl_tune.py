@@ -304,10 +304,25 @@ def describe(settings):
 # --- real trials: the site's xhpl under mpirun --------------------------------------------
 
 
-def installed_xhpl(spack, env_dir, site="local"):
-    """The site's Spack-built xhpl, the one its HPL check runs."""
+def installed_xhpl(spack, env_dir, site="local", toolchain=None):
+    """The site's Spack-built xhpl, the one its HPL check runs (with ``toolchain``, a
+    :class:`~sitebench.sites.toolchains.Toolchain`, where the environment has one per
+    toolchain)."""
+    from sitebench.spack import toolchain_roots
+
+    root = None
+    if toolchain is not None:
+        extras = {"mpi": toolchain.mpi, "compilers": toolchain.compilers}
+        root = toolchain_roots.root_for(env_dir, "hpl", extras)
     proc = spack.run(
-        "-e", env_dir, "find", "--format", "{prefix}", "hpl", capture=True, check=False
+        "-e",
+        env_dir,
+        "find",
+        "--format",
+        "{prefix}",
+        f"/{root}" if root else "hpl",
+        capture=True,
+        check=False,
     )
     prefixes = proc.stdout.split() if proc.returncode == 0 else []
     if len(prefixes) != 1:
@@ -331,7 +346,7 @@ def mpirun_env():
     }
 
 
-def xhpl_trial(exe, n, ranks, scratch=None):
+def xhpl_trial(exe, n, ranks, scratch=None, mpirun="mpirun"):
     """A trial function for :func:`search`: ``exe`` at order ``n`` on ``ranks`` ranks (one per
     core, bound), in a fresh directory under ``scratch`` (default: the system's temp)."""
 
@@ -339,7 +354,7 @@ def xhpl_trial(exe, n, ranks, scratch=None):
         p, q = settings["grid"]
         with tempfile.TemporaryDirectory(dir=scratch, prefix="hpl-tune-") as work:
             Path(work, "HPL.dat").write_text(hpl_dat(n, settings["nb"], p, q, settings))
-            command = ["mpirun", "-np", str(ranks), "--bind-to", "core", str(exe)]
+            command = [mpirun, "-np", str(ranks), "--bind-to", "core", str(exe)]
             try:
                 proc = subprocess.run(
                     command,

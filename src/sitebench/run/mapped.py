@@ -31,7 +31,8 @@ class MappedMpiBenchmark(SitebenchBenchmark):
     #: :type: :class:`int`
     num_ranks = variable(int, value=0, loggable=True)
 
-    #: shm (Open MPI's vader) within a node, tcp across nodes.
+    #: shm (Open MPI's vader; under MPICH, UCX's shared-memory transports) within a node, tcp
+    #: across nodes.
     #:
     #: :type: :class:`str`
     transport = variable(str, value="", loggable=True)
@@ -47,7 +48,8 @@ class MappedMpiBenchmark(SitebenchBenchmark):
         :meth:`refused`), and launch ``num_ranks`` ranks as ``mapping`` places them."""
         part = self.current_partition
         nodes = max(self.max_nodes, 2 if self.mapping == "node" else 1)
-        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name)
+        mpi = mappings.mpi_of(self.current_environ)
+        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name, mpi)
         self.skip_if(reason is not None, reason)
         count = resolve_threads(self.ranks, self.processor_cores() * nodes)
         self.skip_if(count is None, f"ranks={self.ranks} duplicates or exceeds the cores")
@@ -57,6 +59,6 @@ class MappedMpiBenchmark(SitebenchBenchmark):
         self.num_tasks_per_node = -(-count // nodes) if self.mapping == "node" else count
         self.num_cpus_per_task = 1
         self.transport = mappings.transport(self.mapping)
-        self.env_vars = {**mappings.transport_env(self.mapping, part), **self.env_vars}
-        self.job.launcher.options = list(mappings.MPIRUN_OPTIONS[self.mapping])
+        self.env_vars = {**mappings.transport_env(self.mapping, part, mpi), **self.env_vars}
+        self.job.launcher.options = mappings.mpirun_options(self.mapping, mpi)
         return count

@@ -18,7 +18,7 @@ from sitebench.common.errors import SitebenchError
 from sitebench.common.files import reframe_executable
 from sitebench.run.scales import SCALES
 from sitebench.run.spack_build import INSTALLED_ROOTS
-from sitebench.sites import local_site, qemu_site
+from sitebench.sites import local_site, qemu_site, toolchains
 from sitebench.sites.validate import validate_site
 from sitebench.spack import environment, installed_roots
 from sitebench.spack import pinned
@@ -41,14 +41,21 @@ class Prepared:
 
 def prepare(site):
     """Spack set up, site detected (local), environment concretized once."""
+    spack = None
+    if site.detected_here and not local_site.is_detected():
+        # The local site's toolchains are detected: validation reads them.
+        spack = pinned.setup()
+        local_site.detect(spack)
+    declared = toolchains.load(site)
+    toolchains.selected(declared)  # --toolchain names one of them
+    # The Spack toolchains and their definition follow the site's (derived files).
+    toolchains.write_spack_files(declared, paths.site_config_dir(site.environment) / "spack")
     # Every file of the site, all problems at once (names, keys, fixes): sites/validate.py.
     validate_site(site.name)
     qemu_site.check_runs_here(site)  # an emulated site runs inside its root
-    spack = pinned.setup()
+    spack = spack or pinned.setup()
     version = spack.version()
     builtin = pinned.builtin_repo()
-    if site.detected_here:
-        local_site.detect(spack)
     env_dir = environment.ensure_concretized(
         spack, site.environment_dir, paths.site_config_dir(site.environment), version, builtin
     )

@@ -15,6 +15,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, sanity_function, variable
 
 from sitebench.run import loading
+from sitebench.spack import toolchain_roots
 from sitebench.spack.installed_roots import SPEC_FORMAT
 
 #: "<prefix><TAB><name>@<version><variants> arch=<arch> /<hash>" of the installed root.
@@ -28,16 +29,22 @@ INSTALLED_ROOTS = "SITEBENCH_INSTALLED_ROOTS"
 
 
 def listed_install(spack_spec, env, table):
-    """The line of ``spack_spec`` in the table of installed roots of ``env``, or None: when
-    there is no table, it lists another environment, or ``spack_spec`` is not one package
-    name that names exactly one line."""
-    if not table or not os.path.isfile(table) or not spack_spec.replace("-", "").isalnum():
+    """The line of ``spack_spec`` (a package name, or ``/<hash>`` of a root) in the table of
+    installed roots of ``env``, or None: when there is no table, it lists another
+    environment, or ``spack_spec`` is neither a name nor a hash that names exactly one line."""
+    if not table or not os.path.isfile(table):
+        return None
+    by_hash = spack_spec.startswith("/") and spack_spec[1:].isalnum()
+    if not by_hash and not spack_spec.replace("-", "").isalnum():
         return None
     with open(table) as fp:
         header, *lines = fp.read().splitlines() or [""]
     if header != f"# {os.path.realpath(env)}":
         return None
-    found = [line for line in lines if line.partition("\t")[2].startswith(f"{spack_spec}@")]
+    if by_hash:
+        found = [line for line in lines if line.rpartition(" /")[2] == spack_spec[1:]]
+    else:
+        found = [line for line in lines if line.partition("\t")[2].startswith(f"{spack_spec}@")]
     return found[0] if len(found) == 1 else None
 
 
@@ -76,7 +83,11 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     @run_before("compile")
     def install_from_environment(self):
         env = site_environment(self.current_partition)
-        listed = listed_install(self.spack_spec, env, os.environ.get(INSTALLED_ROOTS))
+        # The root of this package built with the environment's toolchain, by hash: with
+        # several toolchains the environment has a root of it per toolchain.
+        root = toolchain_roots.root_for(env, self.spack_spec, self.current_environ.extras)
+        target = f"/{root}" if root else self.spack_spec
+        listed = listed_install(target, env, os.environ.get(INSTALLED_ROOTS))
         if listed:
             self.build_system = "CustomBuild"
             note = f"sitebench: {self.spack_spec} is installed (listed before ReFrame started)"
@@ -87,11 +98,11 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
             return
         self.build_system.environment = env
         # Install only this root: no `spack add`, the environment is not modified.
-        self.build_system.install_opts = [self.spack_spec]
+        self.build_system.install_opts = [target]
         self.build_system.emit_load_cmds = False
         # Prefix and spec in one Spack call: every call pays for starting Spack again.
         self.postbuild_cmds = [
-            f"spack -e {env} find --format '{SPEC_FORMAT}' {self.spack_spec} > {SPEC_FILE}",
+            f"spack -e {env} find --format '{SPEC_FORMAT}' {target} > {SPEC_FILE}",
         ]
 
     @sanity_function

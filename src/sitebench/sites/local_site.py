@@ -25,6 +25,7 @@ import yaml
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import reframe_executable, write_atomic
+from sitebench.sites import mpi_prefix, toolchains
 from sitebench.sites.topology import last_level_cache_bytes
 
 SITE = "local"
@@ -55,7 +56,11 @@ def topology_file():
 
 
 def is_detected():
-    return (spack_dir() / "packages.yaml").is_file() and topology_file().is_file()
+    return (
+        (spack_dir() / "packages.yaml").is_file()
+        and topology_file().is_file()
+        and toolchains.detected_file().is_file()
+    )
 
 
 def detect_topology():
@@ -243,12 +248,27 @@ def extra_externals():
     return extras
 
 
+def own_mpi_prefixes(packages, farm_root):
+    """Give each MPI external installed beside another in one prefix (Debian's
+    alternatives) a prefix of its own (:mod:`sitebench.sites.mpi_prefix`)."""
+    for mpi in TOOLCHAIN[0][1]:
+        for ext in (packages.get(mpi) or {}).get("externals") or []:
+            if ext.get("prefix") in ("/usr", "/usr/"):
+                farm = mpi_prefix.make(mpi, Path(farm_root) / mpi)
+                if farm:
+                    ext["prefix"] = str(farm)
+    return packages
+
+
 def complete_packages(packages, extras):
-    """Spack's detection (``packages``) made a site's config: MPI required, the machine's
+    """Spack's detection (``packages``) made a site's config: every MPI in a prefix of its
+    own and preferred in the order found (a toolchain requires its own), the machine's
     BLAS preferred, ``extras`` (:func:`extra_externals`) added, python dropped."""
     mpi_found = found_providers(packages, TOOLCHAIN[0][1])
     if mpi_found:
-        packages.setdefault("mpi", {})["require"] = [mpi_found[0]]
+        own_mpi_prefixes(packages, paths.state_dir() / "externals")
+        packages.pop("mpi", None)
+        packages.setdefault("all", {}).setdefault("providers", {})["mpi"] = mpi_found
     blas_found = found_providers(packages, TOOLCHAIN[1][1])
     if blas_found:
         # Prefer the machine's BLAS, but keep the virtual buildable: a spec may
@@ -287,6 +307,79 @@ def write_environment(env_dir, specs, our_repo=True, **settings):
     return env_dir
 
 
+#: Spack compiler package -> the name it gives a toolchain, in the order proposed.
+COMPILER_NAMES = {"gcc": "gcc", "llvm": "clang"}
+
+
+def compiles_openmp(compiler):
+    """Whether ``compiler`` builds and links an OpenMP program (Debian's clang needs
+    libomp-dev; the suite's STREAM is OpenMP)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp, "omp.c")
+        src.write_text("#include <omp.h>\nint main(void){return omp_get_max_threads() < 1;}\n")
+        proc = subprocess.run(
+            [compiler, "-fopenmp", str(src), "-o", str(Path(tmp, "omp"))], capture_output=True
+        )
+        return proc.returncode == 0
+
+
+def propose_toolchains(packages):
+    """(toolchains, notes): every compiler set that can build the suite with every MPI found.
+
+    GCC gives C, C++ and Fortran; Clang (Spack's ``llvm``) C and C++ with GCC's Fortran,
+    and only where it compiles OpenMP. The first is GCC with the first MPI found."""
+    sets, notes = [], []
+    compilers = {
+        name: ext.get("extra_attributes", {}).get("compilers", {})
+        for name in COMPILER_NAMES
+        for ext in (packages.get(name) or {}).get("externals") or []
+    }
+    gcc = compilers.get("gcc", {})
+    for name, langs in compilers.items():
+        if "c" not in langs or "cxx" not in langs:
+            continue
+        fortran = name if "fortran" in langs else ("gcc" if "fortran" in gcc else None)
+        if fortran is None:
+            notes.append(f"{name}: no Fortran compiler beside it (NPB is Fortran): not proposed")
+            continue
+        if not compiles_openmp(langs["c"]):
+            notes.append(
+                f"{COMPILER_NAMES[name]} found but it cannot build OpenMP programs (Debian: "
+                f"apt-get install libomp-dev): no {COMPILER_NAMES[name]} toolchain proposed"
+            )
+            continue
+        sets.append((COMPILER_NAMES[name], {"c": name, "cxx": name, "fortran": fortran}))
+    found = []
+    for label, compilers_ in sets:
+        for mpi in found_providers(packages, TOOLCHAIN[0][1]):
+            if toolchains.mpi_bin(packages, mpi):
+                found.append({"name": f"{label}-{mpi}", **compilers_, "mpi": mpi})
+    return found, notes
+
+
+def write_toolchains(packages):
+    """Write the local site's detected toolchains and their Spack files; return them."""
+    proposed, notes = propose_toolchains(packages)
+    for note in notes:
+        print(f"==> {note}", file=sys.stderr)
+    parsed, problems = toolchains.parse(proposed, "detection")
+    if problems or not parsed:
+        raise SitebenchError(
+            "no toolchain found: a C, C++ and Fortran compiler and an MPI with its launcher",
+            "install them (Debian: apt-get install gcc g++ gfortran openmpi-bin "
+            "libopenmpi-dev) and rerun `./sitebench detect --redetect`",
+        )
+    write_atomic(
+        toolchains.detected_file(),
+        "# Detected on this machine by `sitebench detect`; not in git. Each toolchain is\n"
+        "# built and run (sitebench/sites/toolchains.py); edit to drop one.\n"
+        + yaml.safe_dump({"toolchains": [tc.as_dict() for tc in parsed]}, sort_keys=False),
+    )
+    toolchains.write_spack_files(parsed, spack_dir())
+    print(f"==> toolchains: {', '.join(tc.name for tc in parsed)}", file=sys.stderr)
+    return parsed
+
+
 def detect(spack, redetect=False):
     """Detect the local site once; return the topology."""
     if is_detected() and not redetect:
@@ -303,6 +396,7 @@ def detect(spack, redetect=False):
         f"{STREAM_CACHE_FACTOR} x last-level cache.\n"
         + yaml.safe_dump({"packages": packages}, sort_keys=False),
     )
+    write_toolchains(packages)
     write_atomic(topology_file(), json.dumps(topology, indent=2) + "\n")
     return topology
 

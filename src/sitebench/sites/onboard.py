@@ -3,16 +3,21 @@
 Run on the machine itself (or, with ``--slurm``, on a cluster's login node), it writes
 
 * ``site-configs/<name>/``: ``reframe.py`` (the partitions as data: one local partition, or
-  one per Slurm partition read from ``sinfo``/``scontrol``), ``spack/packages.yaml`` (the
+  one per Slurm partition read from ``sinfo``/``scontrol``; one programming environment per
+  toolchain), ``site.yaml`` (the toolchains proposed from what was found:
+  :func:`sitebench.sites.local_site.propose_toolchains`), ``spack/packages.yaml`` (the
   compilers, MPI, BLAS, MariaDB and build tools found as Spack externals, the STREAM size),
-  ``spack/mirrors.yaml`` (the source mirror, if any), ``topology.json`` (ReFrame's
-  detection), an empty ``references.yaml`` and a ``README.md`` saying what each file is for;
+  ``spack/toolchains.yaml`` and ``spack/definitions.yaml`` (the toolchains for Spack:
+  :func:`sitebench.sites.toolchains.spack_files`), ``spack/mirrors.yaml`` (the source
+  mirror, if any), ``topology.json`` (ReFrame's detection), an empty ``references.yaml`` and
+  a ``README.md`` saying what each file is for;
 * ``environments/<name>/spack.yaml``: the local site's specs and settings on that config.
 
 Detection is a :class:`Detection`: made by running the tools (:meth:`Detection.from_machine`)
 or loaded from recorded outputs (:meth:`Detection.load`, the tests). Both directories are
 built beside their final place and renamed into it: a failure leaves nothing half-made.
-An existing site is never overwritten.
+An existing site is never overwritten, and a machine where no toolchain (C, C++ and
+Fortran compilers and an MPI with its launcher) is found is refused before anything is written.
 """
 
 import copy
@@ -31,7 +36,7 @@ from string import Template
 
 import yaml
 
-from sitebench.sites import local_site
+from sitebench.sites import local_site, toolchains
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
@@ -201,6 +206,17 @@ def parse_slurm(sinfo, scontrol=""):
 # -- what is written -------------------------------------------------------------------
 
 
+class _Code(str):
+    """A name written into reframe.py as code, not as a string (``pprint`` uses its repr)."""
+
+    def __repr__(self):
+        return str(self)
+
+
+#: Every partition's programming environments: the site's toolchains (see REFRAME_PY).
+ENVIRONS = _Code("ENVIRONS")
+
+
 def _spec_of(packages, name):
     ext = (packages.get(name) or {}).get("externals") or []
     return re.match(r"[^~+\s]+", ext[0]["spec"]).group(0) if ext else None
@@ -250,7 +266,7 @@ def partitions(detection, slurm):
                 "descr": "this machine, one job at a time so benchmarks do not disturb each other",
                 "scheduler": "local",
                 "launcher": "mpirun",
-                "environs": ["gnu"],
+                "environs": ENVIRONS,
                 "max_jobs": 1,
                 "features": ["spack", "mpi", "openmp"],
                 "processor": "topology.json",
@@ -271,7 +287,7 @@ def partitions(detection, slurm):
                 "scheduler": "slurm",
                 "launcher": "srun",
                 "access": [f"--partition={part.name}"],
-                "environs": ["gnu"],
+                "environs": ENVIRONS,
                 "max_jobs": 1,
                 "features": ["spack", "mpi", "openmp", "slurm"],
                 "processor": (
@@ -292,44 +308,48 @@ PARTITIONS below (see site-configs/README.md, "A partition's contract with the c
 the rest is the same for every onboarded site.
 
 "processor": "topology.json" reads this site's topology.json (ReFrame's detection); the scales
-run come from $$SITEBENCH_SCALES (default quick); programming environments and perflogs are
-the local site's.
+run come from $$SITEBENCH_SCALES (default quick). Programming environments: one per toolchain
+of site.yaml (`toolchains:`; $$SITEBENCH_TOOLCHAINS selects some), each partition's
+"environs" is all of them (ENVIRONS) or a list of their names. Perflogs are the local site's.
 """
 
 import importlib.util
 import json
 import os
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 SITE = ${site_repr}
 SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
 
-PARTITIONS = ${partitions}
+# Plain `reframe -C site-configs/${site}/reframe.py` works without installing sitebench.
+sys.path.insert(0, os.path.join(ROOT, "src"))
+from sitebench.sites import toolchains  # noqa: E402
 
-ENVIRONMENTS = [
-    {
-        "name": "gnu",
-        "features": ["sitebench", "openmp", "mpi"],
-        "cc": "mpicc",
-        "cxx": "mpicxx",
-        "ftn": "mpifort",
-        "env_vars": [
-            # Open MPI refuses to start as root without these (containers, CI).
-            ["OMPI_ALLOW_RUN_AS_ROOT", "1"],
-            ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"],
-        ],
-    }
-]
+ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
+    SITE,
+    # Open MPI refuses to start as root without these (containers, CI).
+    env_vars=[["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]],
+)
+
+PARTITIONS = ${partitions}
 
 
 def _local():
-    """The local site's configuration: its perflog format is what the results store reads."""
+    """The local site's configuration: its perflog format is what the results store reads.
+    Only its general and logging settings are used: its toolchains are not read (the local
+    site need not be detected where this site runs)."""
     spec = importlib.util.spec_from_file_location(
         "sitebench_local_site", os.path.join(ROOT, "site-configs", "local", "reframe.py")
     )
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    for_reframe = toolchains.for_reframe
+    toolchains.for_reframe = lambda *args, **kwargs: ([], [])
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        toolchains.for_reframe = for_reframe
     return module.site_configuration
 
 
@@ -430,8 +450,9 @@ def _gib(n):
     return f"{n / 2**30:.1f} GiB" if n else "unknown"
 
 
-def findings(site, detection, packages, parts, mirror, slurm):
-    """(found, review) lines of the report."""
+def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=()):
+    """(found, review) lines of the report; ``chosen`` the toolchains proposed, ``notes``
+    what :func:`~sitebench.sites.local_site.propose_toolchains` said about the others."""
     raw = detection.packages
     compilers = [_spec_of(raw, n) for n in local_site.found_compilers(raw)]
     mpi = [_spec_of(raw, n) for n in local_site.found_providers(raw, ("openmpi", "mpich"))]
@@ -452,6 +473,11 @@ def findings(site, detection, packages, parts, mirror, slurm):
         f"memory: {_gib(detection.memory_bytes())}",
         f"source mirror: {mirror or 'none'}",
     ]
+    for tc in chosen:
+        found.append(
+            f"toolchain {tc.name}: c {tc.compilers['c']}, cxx {tc.compilers['cxx']}, "
+            f"fortran {tc.compilers['fortran']}, mpi {tc.mpi}"
+        )
     for part in parts:
         extras = part["extras"]
         found.append(
@@ -460,11 +486,24 @@ def findings(site, detection, packages, parts, mirror, slurm):
             + (f", {extras['nodes']} nodes" if "nodes" in extras else "")
             + f", {_gib(extras.get('memory_bytes'))} per node"
         )
-    review = []
-    if not mpi:
+    review = [f"toolchains: {note}" for note in notes]
+    if chosen:
         review.append(
-            "no MPI found: Spack will build Open MPI from source (Debian: apt-get install "
-            "openmpi-bin libopenmpi-dev, then onboard again)"
+            f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
+            f"with each ({', '.join(tc.name for tc in chosen)}); drop or add some there"
+        )
+    farms = paths.state_dir() / "externals"
+    moved = [
+        name
+        for name in ("openmpi", "mpich")
+        for ext in (packages.get(name) or {}).get("externals") or []
+        if str(ext.get("prefix", "")).startswith(str(farms))
+    ]
+    if moved:
+        review.append(
+            f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
+            f"its own under {paths.shown(farms)}/ (spack/packages.yaml); not in git: onboard "
+            f"again on another checkout"
         )
     if not blas:
         review.append(
@@ -520,7 +559,25 @@ def _write(path, text):
     write_atomic(path, text)
 
 
-def _write_site(tmp, site, detection, packages, parts, mirror, slurm):
+SITE_YAML = """\
+# The site '{site}' (written by `./sitebench onboard` on {host}, {date}).
+# Its toolchains: every benchmark is built and run with each (compilers by Spack package
+# name: gcc, llvm for Clang; the MPI an external of spack/packages.yaml). Proposed from what
+# was found here; edit freely, then `./sitebench validate {site}` (it rewrites
+# spack/toolchains.yaml and spack/definitions.yaml). See site-configs/README.md.
+toolchains:
+{toolchains}"""
+
+
+def site_yaml(site, host, date, chosen):
+    listed = "".join(
+        "- " + yaml.safe_dump(tc.as_dict(), default_flow_style=True, sort_keys=False, width=200)
+        for tc in chosen
+    )
+    return SITE_YAML.format(site=site, host=host, date=date, toolchains=listed)
+
+
+def _write_site(tmp, site, detection, packages, parts, mirror, slurm, chosen):
     host, date = detection.hostname, time.strftime("%Y-%m-%d", time.gmtime())
     descr = f"Slurm cluster onboarded from {host}" if slurm else f"the machine {host} (onboarded)"
     _write(
@@ -541,6 +598,8 @@ def _write_site(tmp, site, detection, packages, parts, mirror, slurm):
         f"# STREAM arrays: {local_site.STREAM_CACHE_FACTOR} x last-level cache. Edit freely.\n"
         + yaml.safe_dump({"packages": packages}, sort_keys=False),
     )
+    _write(tmp / "site.yaml", site_yaml(site, host, date, chosen))
+    toolchains.write_spack_files(chosen, tmp / "spack")
     if mirror:
         mirrors = {
             "mirrors": {f"sitebench-{site}": {"url": mirror, "source": True, "binary": False}}
@@ -571,6 +630,25 @@ def _fill(final, build):
         raise
 
 
+def proposed_toolchains(packages):
+    """(toolchains, notes) proposed for the completed ``packages``; a clear error when none
+    can build the suite (nothing is written then)."""
+    proposed, notes = local_site.propose_toolchains(packages)
+    chosen, problems = toolchains.parse(proposed, "onboarding") if proposed else ([], [])
+    if problems:  # propose_toolchains makes valid ones; a bug if not
+        _key, problem, fix = problems[0]
+        raise SitebenchError(problem, fix)
+    if not chosen:
+        raise SitebenchError(
+            "no toolchain found: C, C++ and Fortran compilers and an MPI with its launcher "
+            "(mpirun or mpiexec) are needed to build the suite"
+            + (f" ({'; '.join(notes)})" if notes else ""),
+            "install them (Debian: apt-get install gcc g++ gfortran openmpi-bin libopenmpi-dev; "
+            "or load the MPI's module) and onboard again",
+        )
+    return chosen, notes
+
+
 def onboard(name, slurm=False, mirror=None, detection=None, spack=None):
     """Create ``site-configs/<name>/`` and ``environments/<name>/``; return a :class:`Report`."""
     check_name("site", name)
@@ -593,14 +671,16 @@ def onboard(name, slurm=False, mirror=None, detection=None, spack=None):
     if gaps and gaps[0][0] == "compiler":
         raise SitebenchError(gaps[0][1], gaps[0][2])
     packages = site_packages(detection)
+    chosen, notes = proposed_toolchains(packages)
     parts = partitions(detection, slurm)
-    found, review = findings(name, detection, packages, parts, mirror, slurm)
+    found, review = findings(name, detection, packages, parts, mirror, slurm, chosen, notes)
     for parent in (site_dir.parent, env_dir.parent):
         parent.mkdir(parents=True, exist_ok=True)
     site_tmp = env_tmp = None
     try:
         site_tmp = _fill(
-            site_dir, lambda t: _write_site(t, name, detection, packages, parts, mirror, slurm)
+            site_dir,
+            lambda t: _write_site(t, name, detection, packages, parts, mirror, slurm, chosen),
         )
         env_tmp = _fill(env_dir, lambda t: _write(t / "spack.yaml", environment_yaml(name)))
         os.rename(site_tmp, site_dir)

@@ -13,6 +13,10 @@
       keep: 30                     # nights of logs kept (default 30)
       alert: "mail -s 'sitebench {site}' hpc-admins@example.org"   # gets the night's
                                    # summary on stdin when it failed, drifted or did not run
+    toolchains:            # compilers and MPI each benchmark is built and run with
+    - {name: gcc-openmpi, c: gcc, cxx: gcc, fortran: gcc, mpi: openmpi}
+    - {name: gcc-mpich, c: gcc, cxx: gcc, fortran: gcc, mpi: mpich}
+                           # (sitebench/sites/toolchains.py; the local site's are detected)
     results:               # where ./sitebench publish sends this site's runs (optional)
       remote: origin               # a remote of this checkout (default), or the URL or path
                                    # of a separate results repository
@@ -34,6 +38,7 @@ KEYS = {
     "emulation": dict,
     "nightly": dict,
     "results": dict,
+    "toolchains": list,
 }
 
 #: ``nightly:`` and ``results:`` keys -> (type, example); all optional.
@@ -175,7 +180,11 @@ def problems(site):
                     (
                         EMULATION_EXAMPLE
                         if KEYS[key] is dict
-                        else f"e.g. {key}: {'local' if KEYS[key] is str else 'true'}"
+                        else (
+                            f"e.g. {key}: {'local' if KEYS[key] is str else 'true'}"
+                            if KEYS[key] is not list
+                            else "e.g. toolchains: [{name: gcc-openmpi, c: gcc, mpi: openmpi}]"
+                        )
                     ),
                 )
             )

@@ -19,7 +19,20 @@ What is checked, without running Spack:
   feature ``sitebench``;
 * ``environments/<env>/spack.yaml``: one top-level key ``spack``, only keys Spack's
   environment schema knows, ``specs`` a non-empty list of strings, every ``include`` exists;
-* ``spack/*.yaml``: YAML mappings of Spack configuration sections; ``topology.json``: JSON.
+* ``spack/*.yaml``: YAML mappings of Spack configuration sections; ``topology.json``: JSON;
+* the toolchains (:mod:`sitebench.sites.toolchains`; ``toolchains:`` of the environment's
+  owner's ``site.yaml``, the local site's detected ``toolchains.yaml``): well formed (known
+  keys, name, ``c`` and ``mpi`` given, names unique, a launcher sitebench runs), each compiler
+  and MPI one the owner's ``spack/packages.yaml`` has, every partition's ``environs`` one of
+  them (in the loaded ``reframe.py``).
+
+The Spack files made from the toolchains (``spack/toolchains.yaml``, ``spack/definitions.yaml``
+of the owner's scope) are generated: when the toolchains are valid and a file differs from
+:func:`sitebench.sites.toolchains.spack_files`, it is rewritten (``==> rewrote ...`` on
+stderr), so ``./sitebench validate`` (and every run, which validates first) keeps them in
+step with ``site.yaml``; a file that cannot be written is a problem. The local site's
+toolchains come from its detection: before it (the first ``./sitebench run`` does it) they,
+and ``reframe.py`` which needs them, are not checked.
 """
 
 import functools
@@ -38,7 +51,7 @@ from sitebench.common import paths
 
 from sitebench.sites import references
 
-from sitebench.sites import hpl_settings, site_settings
+from sitebench.sites import hpl_settings, site_settings, toolchains
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
 
@@ -49,7 +62,8 @@ SPACK_ENV_KEYS = frozenset(
     "view".split()
 )
 #: Sections a configuration file of a scope (``site-configs/<site>/spack/*.yaml``) may hold.
-SPACK_SCOPE_KEYS = SPACK_ENV_KEYS - {"specs", "include_concrete", "definitions"}
+#: (``definitions`` and ``toolchains`` are made from the site's toolchains: toolchains.py.)
+SPACK_SCOPE_KEYS = SPACK_ENV_KEYS - {"specs", "include_concrete"}
 #: Figures every check adds where the partition reads power (rfm/benchmark.py).
 ENERGY_FIGURES = ("energy_j", "power_w")
 FIX_REFRAME = "see site-configs/README.md (a partition's contract with the checks)"
@@ -265,6 +279,26 @@ def spack_scope_problems(site):
                         ),
                     )
                 )
+            elif key == "toolchains" and not isinstance(data[key], dict):
+                problems.append(
+                    Problem(
+                        rel,
+                        key,
+                        f"expected a mapping of toolchain names, got {_kind(data[key])}",
+                        "made from the site's toolchains: `./sitebench validate "
+                        f"{site}` rewrites it (site-configs/README.md, toolchains)",
+                    )
+                )
+            elif key == "definitions" and not isinstance(data[key], list):
+                problems.append(
+                    Problem(
+                        rel,
+                        key,
+                        f"expected a list of definitions, got {_kind(data[key])}",
+                        "e.g. `definitions: [{toolchains: ['%gcc-openmpi']}]`; made from the "
+                        f"site's toolchains by `./sitebench validate {site}`",
+                    )
+                )
             elif key == "packages" and not isinstance(data[key], dict):
                 problems.append(
                     Problem(
@@ -325,8 +359,9 @@ def _dotted(parts):
     return text or "(top level)"
 
 
-def reframe_problems(site, settings):
-    """Load ``site-configs/<site>/reframe.py`` with ReFrame and check the partitions."""
+def reframe_problems(site, settings, declared=None):
+    """Load ``site-configs/<site>/reframe.py`` with ReFrame and check the partitions;
+    ``declared``: the site's toolchain names, which every partition's environs must be."""
     path = paths.site_config_dir(site) / "reframe.py"
     rel = paths.shown(path)
     if settings.get("slurm_cluster") and not _cluster_running():
@@ -383,6 +418,17 @@ def reframe_problems(site, settings):
             if not isinstance(part, dict):
                 continue
             where = f"systems[{i}].partitions[{j}]"
+            environs = part.get("environs") or []
+            unknown = [e for e in environs if declared is not None and e not in declared]
+            if unknown:
+                bad(
+                    f"{where}.environs",
+                    f"partition {part.get('name')!r} names the environment {unknown[0]!r}, "
+                    f"which is not one of the site's toolchains",
+                    f"use ENVIRONS (all of them, from toolchains.for_reframe) or names of the "
+                    f"declared ones: {', '.join(declared) or '(none)'}; or declare "
+                    f"{unknown[0]!r} in toolchains: of site.yaml",
+                )
             features = part.get("features") or []
             if "spack" not in features:
                 continue
@@ -474,12 +520,98 @@ def site_problems(site, load_reframe=True):
         problems += _from_tuples(paths.shown(refs), found)
     if not found_key(problems, "environment"):
         problems += environment_problems(settings["environment"])
-    problems += spack_scope_problems(site)
     hpl = hpl_settings.path_of(site)
     problems += _from_tuples(paths.shown(hpl), hpl_settings.read(hpl)[1])
-    if load_reframe:
-        problems += reframe_problems(site, settings)
+    found_toolchains, tc_problems = [], []
+    if found_key(problems, "toolchains"):  # not a list: site_settings said so
+        found_toolchains = None
+    elif not found_key(problems, "environment"):  # else the environment's owner is unknown
+        # First: it rewrites the scope's generated files, which are checked next.
+        found_toolchains, tc_problems = toolchain_problems(site, settings)
+    problems += tc_problems
+    problems += spack_scope_problems(site)
+    if load_reframe and found_toolchains is not None:  # else reframe.py cannot load
+        # Environs are checked against valid toolchains only (else their problems say it).
+        declared = (
+            [tc.name for tc in found_toolchains] if found_toolchains and not tc_problems else None
+        )
+        problems += reframe_problems(site, settings, declared)
     return settings, problems
+
+
+def _with_key(rel, found):
+    """Problems of (key, problem, fix) whose text, after the file, names the key."""
+    problems = []
+    for key, problem, fix in found:
+        rest = problem[len(rel) + 2 :] if problem.startswith(f"{rel}: ") else problem
+        if not rest.startswith(key):
+            rest = f"{key}: {rest}"
+        problems.append(Problem(rel, key, f"{rel}: {rest}", fix))
+    return problems
+
+
+def _toolchains_file(owner, owner_settings):
+    """The file holding the toolchains of the environment's owner."""
+    if owner == local_site.SITE and owner_settings.get("toolchains") is None:
+        return toolchains.detected_file()
+    return paths.site_config_dir(owner) / "site.yaml"
+
+
+def toolchain_problems(site, settings):
+    """(toolchains, [Problem]) of the site, see the module's docstring. toolchains is None
+    where reframe.py cannot load (``toolchains.for_reframe`` would fail): the local site not
+    detected yet (nothing checked then), or toolchains declared wrong."""
+    owner = settings.get("environment", site)
+    try:
+        owner_settings = settings if owner == site else site_settings.load(owner)
+    except SitebenchError:
+        return [], []  # the environment setting's own problem is reported already
+    path = _toolchains_file(owner, owner_settings)
+    if path == toolchains.detected_file() and not path.is_file():
+        return None, []  # detected by the first run, before which reframe.py cannot load
+    rel = paths.shown(path)
+    if owner != site and settings.get("toolchains") is not None:
+        shown = paths.shown(paths.site_config_dir(site) / "site.yaml")
+        return None, [
+            Problem(
+                shown,
+                "toolchains",
+                f"the site builds with the environment {owner!r}, whose toolchains it runs: "
+                "its own would be ignored",
+                f"declare them in {rel} (or drop `environment: {owner}`)",
+            )
+        ]
+    found, declared = toolchains.declared(site, settings)
+    problems = _with_key(rel, declared)
+    if problems or not found:
+        return None, problems
+    scope = paths.site_config_dir(owner) / "spack"
+    shown = paths.shown(scope / "packages.yaml")
+    try:
+        problems += _with_key(
+            rel,
+            toolchains.availability_problems(found, toolchains.spack_scope_packages(scope), shown),
+        )
+    except (yaml.YAMLError, OSError, AttributeError, TypeError):
+        # packages.yaml is malformed: spack_scope_problems says how; the toolchains' Spack
+        # files are left as they are until it is fixed.
+        return found, problems
+    if problems:
+        return found, problems
+    try:
+        written = toolchains.write_spack_files(found, scope)
+    except OSError as err:
+        return found, [
+            Problem(
+                paths.shown(scope),
+                "toolchains.yaml",
+                f"the Spack files of the toolchains cannot be written: {err}",
+                f"make {paths.shown(scope)} writable, then `./sitebench validate {site}`",
+            )
+        ]
+    for name in written:
+        print(f"==> rewrote {paths.shown(scope / name)} from {rel}", file=sys.stderr)
+    return found, problems
 
 
 def found_key(problems, key):

@@ -1,0 +1,380 @@
+"""A site's toolchains: the compilers per language and the MPI every benchmark is built with.
+
+Declared in ``site-configs/<site>/site.yaml`` (the local site's are detected, in
+``site-configs/local/toolchains.yaml``, not in git)::
+
+    toolchains:
+    - {name: gcc-openmpi, c: gcc, cxx: gcc, fortran: gcc, mpi: openmpi}
+    - {name: gcc-mpich, c: gcc, cxx: gcc, fortran: gcc, mpi: mpich}
+    - {name: clang-openmpi, c: llvm, cxx: llvm, fortran: gcc, mpi: openmpi}   # no Fortran in clang
+
+Compilers and MPI are Spack package names (Clang is ``llvm``); ``cxx`` and ``fortran``
+default to ``c``. Each toolchain becomes, with what Spack and ReFrame already do:
+
+* a Spack toolchain (``toolchains.yaml`` of the site's Spack scope: ``%c=gcc`` when the
+  package uses C, ... ``%mpi=mpich`` when it uses MPI) and one entry of the ``toolchains``
+  definition, which the environment's spec matrix crosses with its benchmarks;
+  ``spack.lock`` covers them all and a package that uses no MPI is one build for every
+  toolchain with its compilers;
+* a ReFrame programming environment of that name (:func:`reframe_environments`), whose PATH
+  starts with its MPI's own ``bin/`` (its ``mpirun``), with the feature ``mpi_<mpi>``; the
+  first toolchain of each compiler set also has the feature ``no_mpi_checks``, where the
+  checks that use no MPI (STREAM, PARSEC, sysbench) run once per compiler set.
+
+Figures are keyed by toolchain through the environment's name (perflogs, the store).
+"""
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from sitebench.common import paths
+from sitebench.common.errors import SitebenchError
+from sitebench.common.files import write_atomic
+from sitebench.common.names import check_name
+
+LANGUAGES = ("c", "cxx", "fortran")
+KEYS = ("name", *LANGUAGES, "mpi", "launcher")
+
+#: ReFrame launchers a toolchain may name; without one, its MPI's default.
+LAUNCHERS = ("mpirun", "mpiexec", "srun")
+#: MPIs sitebench knows how to launch and prove (run/mapping.py, reframe-checks/osu.py).
+DEFAULT_LAUNCHER = {"openmpi": "mpirun", "mpich": "mpirun"}
+
+#: The environment variable that restricts a run to some toolchains (``--toolchain``).
+SELECTED = "SITEBENCH_TOOLCHAINS"
+
+#: Feature of the environment where the checks that use no MPI run.
+NO_MPI_CHECKS = "no_mpi_checks"
+
+EXAMPLE = "toolchains: [{name: gcc-openmpi, c: gcc, cxx: gcc, fortran: gcc, mpi: openmpi}]"
+GENERATED = (
+    "# Made by sitebench from the site's toolchains (site.yaml or the local site's detected\n"
+    "# toolchains.yaml); rewritten by `./sitebench validate` and `./sitebench run`.\n"
+)
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    name: str
+    compilers: dict = field(compare=False)  # language -> Spack compiler package
+    mpi: str
+    launcher: str = ""
+
+    @property
+    def compiler_set(self):
+        return tuple(self.compilers[lang] for lang in LANGUAGES)
+
+    def spack(self):
+        """Spack's toolchain: each part applied only where the package uses it."""
+        parts = [
+            {"spec": f"%{lang}={pkg}", "when": f"%{lang}"} for lang, pkg in self.compilers.items()
+        ]
+        return parts + [{"spec": f"%mpi={self.mpi}", "when": "%mpi"}]
+
+    def as_dict(self):
+        data = {"name": self.name, **self.compilers, "mpi": self.mpi}
+        if self.launcher:
+            data["launcher"] = self.launcher
+        return data
+
+
+def parse(data, rel):
+    """([Toolchain], [(key, problem, fix)]) of a ``toolchains:`` list read from ``rel``."""
+    if not isinstance(data, list) or not data:
+        return [], [
+            ("toolchains", f"{rel}: toolchains must be a non-empty list", f"e.g. {EXAMPLE}")
+        ]
+    found, problems, names = [], [], set()
+    for i, item in enumerate(data):
+        key = f"toolchains[{i}]"
+        if not isinstance(item, dict):
+            problems.append(
+                (key, f"{rel}: {key} is {item!r}, expected a mapping", f"e.g. {EXAMPLE}")
+            )
+            continue
+        unknown = [k for k in item if k not in KEYS]
+        if unknown:
+            problems.append(
+                (
+                    f"{key}.{unknown[0]}",
+                    f"{rel}: {key}: unknown key {unknown[0]!r}",
+                    f"keys: {', '.join(KEYS)}",
+                )
+            )
+            continue
+        missing = [k for k in ("name", "c", "mpi") if k not in item]
+        if missing:
+            problems.append(
+                (
+                    f"{key}.{missing[0]}",
+                    f"{rel}: {key}: {missing[0]} is missing",
+                    f"e.g. {EXAMPLE}",
+                )
+            )
+            continue
+        bad = [k for k, v in item.items() if not isinstance(v, str) or not v.strip()]
+        if bad:
+            problems.append(
+                (
+                    f"{key}.{bad[0]}",
+                    f"{rel}: {key}: {bad[0]} is {item[bad[0]]!r}, expected a Spack package name",
+                    f"e.g. {EXAMPLE}",
+                )
+            )
+            continue
+        try:
+            check_name("toolchain", item["name"])
+        except SitebenchError as err:
+            problems.append((f"{key}.name", f"{rel}: {key}: {err.problem}", err.fix))
+            continue
+        if item["name"] in names:
+            problems.append(
+                (
+                    f"{key}.name",
+                    f"{rel}: toolchain {item['name']!r} is declared twice",
+                    "give each toolchain its own name (it names ReFrame environments, figures)",
+                )
+            )
+            continue
+        launcher = item.get("launcher", "")
+        if launcher and launcher not in LAUNCHERS:
+            problems.append(
+                (
+                    f"{key}.launcher",
+                    f"{rel}: {key}: launcher {launcher!r} is not one sitebench runs",
+                    f"use one of {', '.join(LAUNCHERS)}, or leave it out for the MPI's own",
+                )
+            )
+            continue
+        if not launcher and item["mpi"] not in DEFAULT_LAUNCHER:
+            problems.append(
+                (
+                    f"{key}.launcher",
+                    f"{rel}: {key}: MPI {item['mpi']!r} has no launcher sitebench knows",
+                    f"name it: launcher: srun (or mpirun, mpiexec); known MPIs: "
+                    f"{', '.join(DEFAULT_LAUNCHER)}",
+                )
+            )
+            continue
+        names.add(item["name"])
+        compilers = {lang: item.get(lang, item["c"]) for lang in LANGUAGES}
+        found.append(Toolchain(item["name"], compilers, item["mpi"], launcher))
+    return found, problems
+
+
+def detected_file():
+    """The local site's detected toolchains (not in git)."""
+    return paths.site_config_dir("local") / "toolchains.yaml"
+
+
+def declared(site_name, settings):
+    """(toolchains, problems) of a site: its environment's owner declares them (site.yaml),
+    the local environment's are detected."""
+    owner = settings.get("environment", site_name)
+    if owner == site_name and settings.get("toolchains") is not None:
+        return parse(
+            settings["toolchains"], paths.shown(paths.site_config_dir(site_name) / "site.yaml")
+        )
+    if owner != site_name:
+        from sitebench.sites import site_settings
+
+        return declared(owner, site_settings.load(owner))
+    if owner == "local":
+        path = detected_file()
+        if not path.is_file():
+            return [], [
+                (
+                    "toolchains",
+                    f"{paths.shown(path)} is missing: the local site's toolchains are detected",
+                    "run `./sitebench detect` (the first `./sitebench run` does it)",
+                )
+            ]
+        data = yaml.safe_load(path.read_text()) or {}
+        return parse(data.get("toolchains"), paths.shown(path))
+    rel = paths.shown(paths.site_config_dir(site_name) / "site.yaml")
+    return [], [
+        (
+            "toolchains",
+            f"{rel}: the site declares no toolchains",
+            f"add them, e.g. {EXAMPLE} (`./sitebench onboard` proposes the ones it finds)",
+        )
+    ]
+
+
+def load(site):
+    """The toolchains of a resolved :class:`~sitebench.sites.site.Site`, or a clear error."""
+    found, problems = declared(site.name, site.settings)
+    if problems:
+        _key, problem, fix = problems[0]
+        raise SitebenchError(problem, fix)
+    return found
+
+
+def selected(toolchains, names=None):
+    """The toolchains named (``--toolchain``, or ``$SITEBENCH_TOOLCHAINS``), in declared order."""
+    if names is None:
+        raw = os.environ.get(SELECTED, "")
+        names = [n for n in raw.split(",") if n]
+    if not names:
+        return list(toolchains)
+    known = [t.name for t in toolchains]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise SitebenchError(
+            f"toolchain {unknown[0]!r} is not one of the site's",
+            f"use one of: {', '.join(known)} (declared in site.yaml, or detected for local)",
+        )
+    return [t for t in toolchains if t.name in names]
+
+
+def availability_problems(toolchains, packages, rel, root=""):
+    """[(key, problem, fix)] for toolchains whose compiler or MPI the site's Spack
+    configuration (``packages:`` of its scope, read from ``rel``) does not have, or whose
+    MPI prefix holds no launcher. ``root``: where the site's prefixes live (an emulated
+    site's Debian root); a prefix not on this machine is not looked into."""
+    problems = []
+    for tc in toolchains:
+        for lang, pkg in tc.compilers.items():
+            name = pkg.split("@")[0]
+            langs = [
+                lang_
+                for ext in (packages.get(name) or {}).get("externals") or []
+                for lang_ in (ext.get("extra_attributes") or {}).get("compilers") or {}
+            ]
+            if lang not in langs:
+                problems.append(
+                    (
+                        f"toolchains.{tc.name}.{lang}",
+                        f"toolchain {tc.name!r}: {rel} has no {name} compiler for {lang}",
+                        f"install it and rerun detection (`spack compiler find`), or change "
+                        f"{lang}: of {tc.name} to a compiler the site has"
+                        + (
+                            " (Debian's clang has no Fortran: fortran: gcc)"
+                            if lang == "fortran"
+                            else ""
+                        ),
+                    )
+                )
+        mpi = tc.mpi.split("@")[0]
+        prefixes = mpi_prefixes(packages, mpi)
+        if not prefixes:
+            problems.append(
+                (
+                    f"toolchains.{tc.name}.mpi",
+                    f"toolchain {tc.name!r}: {rel} has no {mpi} MPI (no external of it)",
+                    f"install it (Debian: {_DEBIAN_MPI.get(mpi, mpi)}) and rerun "
+                    "`./sitebench detect --redetect`, or add it as an external of the site",
+                )
+            )
+            continue
+        here = [Path(f"{root}{p}") for p in prefixes if Path(f"{root}{p}").is_dir()]
+        if here and not tc.launcher and not any(_launcher_in(p / "bin") for p in here):
+            problems.append(
+                (
+                    f"toolchains.{tc.name}.mpi",
+                    f"toolchain {tc.name!r}: the {mpi} prefix {prefixes[0]} holds no launcher "
+                    "(bin/mpirun or bin/mpiexec)",
+                    "point the external at the MPI's own prefix (Debian installs several MPIs "
+                    "in /usr: ./sitebench detect --redetect gives each its own), or name the "
+                    "toolchain's launcher (launcher: srun)",
+                )
+            )
+    return problems
+
+
+_DEBIAN_MPI = {
+    "openmpi": "apt-get install openmpi-bin libopenmpi-dev",
+    "mpich": "apt-get install mpich libmpich-dev",
+}
+
+
+def mpi_prefixes(packages, mpi):
+    return [
+        ext["prefix"]
+        for ext in (packages.get(mpi) or {}).get("externals") or []
+        if ext.get("prefix")
+    ]
+
+
+def _launcher_in(bindir):
+    return any((Path(bindir) / exe).exists() for exe in ("mpirun", "mpiexec"))
+
+
+def mpi_bin(packages, mpi):
+    """The ``bin/`` of the MPI external ``mpi`` holding its launcher, or None."""
+    for prefix in mpi_prefixes(packages, mpi):
+        if _launcher_in(Path(prefix) / "bin"):
+            return str(Path(prefix) / "bin")
+    return None
+
+
+def spack_scope_packages(scope_dir):
+    path = Path(scope_dir) / "packages.yaml"
+    if not path.is_file():
+        return {}
+    return (yaml.safe_load(path.read_text()) or {}).get("packages") or {}
+
+
+def spack_files(toolchains):
+    """{file name: text} of the Spack scope: toolchains.yaml and definitions.yaml."""
+    tcs = {"toolchains": {tc.name: tc.spack() for tc in toolchains}}
+    defs = {"definitions": [{"toolchains": [f"%{tc.name}" for tc in toolchains]}]}
+    return {
+        "toolchains.yaml": GENERATED + yaml.safe_dump(tcs, sort_keys=False),
+        "definitions.yaml": GENERATED + yaml.safe_dump(defs, sort_keys=False),
+    }
+
+
+def write_spack_files(toolchains, scope_dir):
+    """Write the Spack scope's files where they differ; return the names written."""
+    written = []
+    for name, text in spack_files(toolchains).items():
+        path = Path(scope_dir) / name
+        if not path.is_file() or path.read_text() != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(path, text)
+            written.append(name)
+    return written
+
+
+def reframe_environments(toolchains, packages, env_vars=()):
+    """ReFrame environments, one per toolchain (see the module's docstring)."""
+    environs, firsts = [], set()
+    for tc in toolchains:
+        features = ["sitebench", "openmp", "mpi", f"mpi_{tc.mpi.split('@')[0]}"]
+        if tc.compiler_set not in firsts:
+            firsts.add(tc.compiler_set)
+            features.append(NO_MPI_CHECKS)
+        bindir = mpi_bin(packages, tc.mpi.split("@")[0])
+        variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
+        environs.append(
+            {
+                "name": tc.name,
+                "features": features,
+                "cc": "mpicc",
+                "cxx": "mpicxx",
+                "ftn": "mpifort",
+                "env_vars": variables + [list(v) for v in env_vars],
+                "extras": {
+                    "mpi": tc.mpi.split("@")[0],
+                    "compilers": dict(tc.compilers),
+                    "launcher": tc.launcher or DEFAULT_LAUNCHER.get(tc.mpi.split("@")[0], ""),
+                },
+            }
+        )
+    return environs
+
+
+def for_reframe(site_name, env_vars=()):
+    """(environment names, ReFrame environments) of a site, for its ``reframe.py``: the
+    toolchains selected by ``$SITEBENCH_TOOLCHAINS`` (all by default)."""
+    from sitebench.sites.site import Site
+
+    site = Site.resolve(site_name)
+    chosen = selected(load(site))
+    packages = spack_scope_packages(paths.site_config_dir(site.environment) / "spack")
+    environs = reframe_environments(chosen, packages, env_vars)
+    return [e["name"] for e in environs], environs

@@ -1,0 +1,64 @@
+"""Which root of an environment's ``spack.lock`` is a benchmark built with one toolchain.
+
+An environment's spec matrix crosses its benchmarks with its toolchains (``hpl`` x
+``%gcc-openmpi``, ``%gcc-mpich``), so a package can be two roots. Spack expands a toolchain
+when it reads the spec and keeps the expansion in the lock, e.g.
+``hpl %[when='%c'] c=gcc %[when='%cxx'] cxx=gcc ... %[when='%mpi'] mpi=mpich``; a build
+fixture finds its root by the package name and its toolchain's compilers and MPI (the
+ReFrame environment's ``extras``), and installs it by hash. An environment without
+toolchains has one root per package, found by name as before.
+"""
+
+import json
+import re
+from pathlib import Path
+
+#: One applied part of a toolchain in a root's abstract spec: (when-virtual, virtual, provider).
+_PART = re.compile(r"%\[when='%(\w+)'\]\s+(\w+)=([\w.@=-]+)")
+_NAME = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def parts_of(spec):
+    """{virtual: provider} of the toolchain applied to a root's abstract spec."""
+    return {virtual: provider for _when, virtual, provider in _PART.findall(spec)}
+
+
+def roots(env_dir):
+    """[(package name, {virtual: provider}, hash)] of the lock's roots, in order."""
+    path = Path(env_dir) / "spack.lock"
+    if not path.is_file():
+        return []
+    lock = json.loads(path.read_text())
+    found = []
+    for root in lock.get("roots", []):
+        match = _NAME.match(root.get("spec", ""))
+        if match:
+            found.append((match.group(0), parts_of(root["spec"]), root["hash"]))
+    return found
+
+
+def wanted(extras):
+    """{virtual: provider} a ReFrame environment's ``extras`` ask for (compilers, MPI)."""
+    want = dict((extras or {}).get("compilers") or {})
+    if (extras or {}).get("mpi"):
+        want["mpi"] = extras["mpi"]
+    return want
+
+
+def root_for(env_dir, package, extras):
+    """The hash of ``package``'s root built with the environment's toolchain, or None where
+    the lock has no toolchains (found by name then) or no such root."""
+    want = wanted(extras)
+    if not want:
+        return None
+    for name, parts, digest in roots(env_dir):
+        if (
+            name == package
+            and parts
+            and all(
+                want.get(virtual, provider).split("@")[0] == provider.split("@")[0]
+                for virtual, provider in parts.items()
+            )
+        ):
+            return digest
+    return None
