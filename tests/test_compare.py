@@ -3,10 +3,12 @@
 import itertools
 import json
 import random
+import shutil
 
 import pandas as pd
 import pytest
 
+import toolchain_runs
 from conftest import FIXTURES, sitebench
 from sitebench.results import compare as cmp
 from sitebench.results import store
@@ -196,3 +198,156 @@ def test_an_emulated_site_carries_its_caveat(results_root):
     assert len(js["caveats"]) == 1
     plain = compare(Side.parse("native"), Side.parse("native"))
     assert plain.attrs["caveats"] == []
+
+
+# Toolchains (issue 16): a side SITE%TOOLCHAIN keeps the figures of that ReFrame environment.
+
+
+def two_toolchain_site(results_root, factors_of_run, site="local"):
+    """Runs of ``site``, each a copy of a committed run of results/local/ whose every case ran
+    once per toolchain ({toolchain: factor of the real values} per run)."""
+    source = toolchain_runs.source_run()
+    if source is None:
+        pytest.skip("NO COMMITTED RUN in results/local/ with OSU, HPL and NPB to copy")
+    return [
+        toolchain_runs.two_toolchain_run(
+            source,
+            results_root / site,
+            f"202611{day:02d}T020000Z-tc{day:04d}",
+            factors,
+            started=f"202611{day:02d}T020000+0000",
+            site=site,
+        )
+        for day, factors in enumerate(factors_of_run, start=1)
+    ]
+
+
+def test_two_toolchains_of_a_site_give_a_verdict_per_figure(results_root):
+    # MPICH 20 % above Open MPI in every figure, 6 runs with both toolchains, ±1 % spread.
+    two_toolchain_site(results_root, [{"gcc-mpich": 1.2 * f, "gcc-openmpi": f} for f in SPREAD])
+    a, b = Side.parse("local%gcc-openmpi"), Side.parse("local%gcc-mpich")
+    assert (a.site, a.toolchain, b.toolchain) == ("local", "gcc-openmpi", "gcc-mpich")
+    table = compare(a, b)
+
+    con = store.open_store(["local"])
+    expected = con.execute(
+        'SELECT count(DISTINCT ("check", params, problem, figure)) FROM figures '
+        "WHERE environ = 'gcc-mpich' AND isfinite(value) AND figure <> 'job_wall'"
+    ).fetchone()[0]
+    assert expected > 50 and len(table) == expected  # every figure, once
+    assert (table["n_a"] == 6).all() and (table["n_b"] == 6).all()
+    assert {"OsuLatencyCheck", "HplCheck", "NpbCheck"} <= set(table["check"])
+    moved = table[table["median_a"] != 0]
+    assert moved["ratio"].tolist() == pytest.approx([1.2] * len(moved))
+    assert set(moved["beyond_noise"]) == {"yes"}
+    # Figures that are 0 in every run (sysbench's errors) are equal: no verdict of a change.
+    assert set(table[table["median_a"] == 0]["beyond_noise"]) <= {"no"}
+    assert table.attrs["caveats"] == []
+    text = render(table, "local%gcc-openmpi", "local%gcc-mpich")
+    assert "A: local%gcc-openmpi" in text and "B: local%gcc-mpich" in text and "1.200" in text
+
+    # The same toolchain on both sides: nothing differs.
+    same = compare(Side.parse("local%gcc-mpich"), Side.parse("local%gcc-mpich"))
+    assert len(same) == expected and set(same["beyond_noise"]) == {"no"}
+
+
+def test_toolchain_combines_with_partition_run_and_time_range(results_root):
+    runs = two_toolchain_site(
+        results_root, [{"gcc-mpich": 1.2 * f, "gcc-openmpi": f} for f in SPREAD]
+    )
+    ranged = Side.parse("local:default%gcc-mpich@2026-11-01..2026-11-04")
+    assert (ranged.partition, ranged.toolchain, ranged.run) == ("default", "gcc-mpich", None)
+    assert str(ranged.since.date()) == "2026-11-01" and str(ranged.until.date()) == "2026-11-04"
+    table = compare(Side.parse("local:default%gcc-openmpi@2026-11-01..2026-11-04"), ranged)
+    assert (table["n_a"] == 3).all() and (table["n_b"] == 3).all()  # days 1, 2 and 3
+    assert set(table["beyond_noise"]) <= {"too few runs"}
+    one = Side.parse(f"local%gcc-mpich/{runs[0].name}")
+    assert (one.toolchain, one.run) == ("gcc-mpich", runs[0].name)
+    single = compare(Side.parse(f"local%gcc-openmpi/{runs[0].name}"), one)
+    assert (single["n_a"] == 1).all() and (single["n_b"] == 1).all()
+    moved = single[single["median_a"] != 0]
+    assert moved["ratio"].tolist() == pytest.approx([1.2] * len(moved))
+
+
+def test_without_a_toolchain_a_side_pools_them_as_before_and_says_so(results_root):
+    two_toolchain_site(results_root, [{"gcc-mpich": 1.2 * f, "gcc-openmpi": f} for f in SPREAD])
+    pooled = compare(Side.parse("local"), Side.parse("local%gcc-mpich"))
+    assert (pooled["n_a"] == 12).all() and (pooled["n_b"] == 6).all()
+    assert pooled.attrs["caveats"] == [
+        "side A (local) pools the figures of 2 toolchains (gcc-mpich, gcc-openmpi) as one; "
+        "name one to compare them apart, e.g. local%gcc-mpich"
+    ]
+    assert "CAVEAT: side A (local) pools" in render(pooled, "local", "local%gcc-mpich")
+
+
+def test_a_committed_single_toolchain_run_reads_the_same_with_and_without_it(results_root):
+    # Old runs have the one environment 'gnu': naming it changes nothing.
+    source = toolchain_runs.source_run()
+    if source is None:
+        pytest.skip("NO COMMITTED RUN in results/local/ with OSU, HPL and NPB to copy")
+    shutil.copytree(source, results_root / "local" / source.name)
+    plain = compare(Side.parse("local"), Side.parse("local"))
+    named = compare(Side.parse("local%gnu"), Side.parse(f"local:default%gnu/{source.name}"))
+    pd.testing.assert_frame_equal(plain, named)
+    assert plain.attrs["caveats"] == named.attrs["caveats"] == []
+
+
+@pytest.mark.reliability_input
+def test_an_unknown_toolchain_names_those_the_runs_used(results_root):
+    two_toolchain_site(results_root, [{"gcc-mpich": 1.0, "gcc-openmpi": 1.0}])
+    with pytest.raises(SitebenchError) as err:
+        compare(Side.parse("local%gcc-mpich"), Side.parse("local:default%intel-impi@2026-11-01.."))
+    message = str(err.value)
+    assert "toolchain 'intel-impi' was never used in the runs of local:default@2026-11-01.." in (
+        message
+    )
+    assert "their toolchains: gcc-mpich, gcc-openmpi" in message
+    assert "local:default%gcc-mpich@2026-11-01.." in message  # how to write one
+    with pytest.raises(SitebenchError, match="they have no figures at all"):
+        compare(Side.parse("local%gcc-mpich@2030-01-01.."), Side.parse("local"))
+    cli = sitebench("compare", "local%gcc-mpich", "local%nvhpc-openmpi")
+    assert cli.returncode == 2, cli.stderr
+    assert "'nvhpc-openmpi' was never used" in cli.stderr and "gcc-mpich, gcc-openmpi" in (
+        cli.stderr
+    )
+    ok = sitebench("compare", "local%gcc-mpich", "local%gcc-openmpi", "--format", "json")
+    assert ok.returncode == 0, ok.stderr
+    rows = json.loads(ok.stdout)["rows"]
+    assert rows and all(r["beyond_noise"] == "too few runs" for r in rows if r["n_a"])
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("local%bad tool", "invalid toolchain name"),
+        ("local%", "cannot read the comparison side"),
+        ("local/20261101T020000Z-tc0001%gcc-mpich", "cannot read the comparison side"),
+        ("local%a%b", "cannot read the comparison side"),
+    ],
+)
+def test_bad_toolchain_sides_say_what_to_write(results_root, spec, message):
+    store_run("local")
+    with pytest.raises(SitebenchError, match=message) as err:
+        Side.parse(spec)
+    if "cannot read" in message:
+        assert "SITE%TOOLCHAIN" in str(err.value)
+
+
+def test_a_real_two_toolchain_run_gives_a_verdict_per_figure(results_root):
+    """A run of results/local/ made with two toolchains, if one was committed."""
+    real = toolchain_runs.real_two_toolchain_runs()
+    if not real:
+        pytest.skip("NO REAL TWO-TOOLCHAIN RUN in results/local/ yet")
+    run = real[-1]
+    shutil.copytree(run, results_root / "local" / run.name)
+    con = store.open_store(["local"])
+    names = [
+        e for (e,) in con.execute("SELECT DISTINCT environ FROM figures ORDER BY 1").fetchall()
+    ]
+    a, b = Side.parse(f"local%{names[0]}"), Side.parse(f"local%{names[1]}")
+    table = compare(a, b)
+    compared = table[table["beyond_noise"] != cmp.NOT_COMPARED]
+    assert len(compared) > 0
+    assert set(compared["beyond_noise"]) <= {"too few runs"}  # one run against one
+    assert (compared["n_a"] == 1).all() and (compared["n_b"] == 1).all()

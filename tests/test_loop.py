@@ -16,7 +16,7 @@ from sitebench.common.errors import SitebenchError
 from sitebench.perf.harness import launch_seconds
 from sitebench.results.rundirs import case_folder
 from sitebench.run.benchmark import LAUNCH_FILE
-from sitebench.sites import host
+from sitebench.sites import host, toolchains
 
 
 #: Every check of the quick suite on this machine.
@@ -118,6 +118,8 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
     assert second.returncode in (0, 1), second.stdout[-4000:] + second.stderr[-4000:]
     runs = sorted(p for p in (results_root / "local").iterdir())
     assert len(runs) == 2 and not any(p.name.startswith(".") for p in runs)
+    # Every toolchain the machine has (Debian with both MPIs: gcc-openmpi, gcc-mpich).
+    declared = [t.name for t in toolchains.load(Site.resolve("local"))]
     for run, checks in zip(runs, (ALL_CHECKS, {"StreamCheck", "HplCheck"})):
         report = json.loads((run / "report.json").read_text())
         cases = [c for r in report["runs"] for c in r["testcases"]]
@@ -140,11 +142,23 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         assert launch_seconds(run)[1] == len(measured)
         hpl = next(c for c in measured if c["name"].startswith("HplCheck"))
         assert hpl["concrete_spec"].startswith("hpl@2.3") and "/" in hpl["concrete_spec"]
+        # MPI checks ran in every toolchain, each with its own build; the others once, in
+        # the first toolchain of the compiler set.
+        environs = {}
+        for case in measured:
+            environs.setdefault(case["name"].split()[0], set()).add(case["environ"])
+        for check, names in environs.items():
+            expected = {declared[0]} if check in NO_MPI else set(declared)
+            assert names == expected, (check, names)
+        hpls = {c["environ"]: c["concrete_spec"] for c in measured if c["name"].startswith("Hpl")}
+        assert len(set(hpls.values())) == len(declared), hpls
         assert (run / "perflogs/local/default/HplCheck.log").is_file()
         # Every build's log is kept, also where ReFrame never cleaned the fixture up.
         builds = [c for c in cases if c["fixture"]]
-        # OSU's two share a build; PagesCheck has its own of npb beside memaccess.
-        assert len(builds) == (11 if checks == ALL_CHECKS else 2)
+        # Per toolchain, HPL, NPB, OSU (its two checks share one), Jacobi and the ring; once,
+        # STREAM, PARSEC, sysbench and MariaDB, and PagesCheck's own npb beside memaccess.
+        expected = 5 * len(declared) + 6 if checks == ALL_CHECKS else len(declared) + 1
+        assert len(builds) == expected, [c["name"] for c in builds]
         for case in builds:
             log = (case_folder(run, case) / "rfm_build.out").read_text()
             if checks != ALL_CHECKS:
@@ -177,6 +191,15 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
     assert (
         "HplCheck" in compared.stdout and "Triad" in compared.stdout and "B/A" in compared.stdout
     )
+    if len(declared) > 1:
+        # Toolchain against toolchain, from the same runs: a verdict per MPI figure.
+        a, b = declared[1], declared[0]
+        compared = sitebench("compare", f"local%{a}", f"local%{b}", "--format", "json", check=True)
+        rows = json.loads(compared.stdout)["rows"]
+        assert all(r["ratio"] is None or r["ratio"] > 0 for r in rows)
+        checks = {r["check"] for r in rows}
+        assert {"HplCheck", "NpbCheck", "OsuLatencyCheck", "OsuBandwidthCheck"} <= checks
+        assert not checks & NO_MPI
 
 
 @pytest.mark.reliability_fault
@@ -195,6 +218,9 @@ def test_a_check_whose_binary_is_missing_fails(results_root, spack):
 
 
 # local's references apply on the host they were made on ($host, sites/host.py): this one.
+#: Checks that use no MPI: run once per compiler set.
+NO_MPI = {"StreamCheck", "ParsecCheck", "SysbenchCheck", "PagesCheck"}
+
 THIS_HOST = "$host: " + json.dumps(host.detect()) + "\n"
 HPL_STRICT = "HplCheck:\n  $index: [scale]\n  quick: {gflops: [1000000.0, -0.1, null, Gflop/s]}\n"
 STRICT = THIS_HOST + HPL_STRICT

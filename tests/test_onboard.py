@@ -82,7 +82,7 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
 
     packages = yaml.safe_load((site / "spack/packages.yaml").read_text())["packages"]
     assert packages["openmpi"]["externals"][0]["spec"].startswith("openmpi@4.1.4")
-    assert "mpi" not in packages and packages["all"]["providers"]["mpi"] == ["openmpi"]
+    assert packages["mpi"] == {"prefer": ["openmpi"]}
     assert packages["openmpi"]["externals"][0]["prefix"] == str(MPI_ROOT / "openmpi")
     assert packages["all"]["providers"]["blas"] == ["openblas"]
     assert packages["gcc"]["externals"][0]["extra_attributes"]["compilers"]["c"] == "/usr/bin/gcc"

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 
+import toolchain_runs
 from conftest import ROOT
 from sitebench import report
 from sitebench.common.errors import SitebenchError
-from sitebench.report import builds, page
+from sitebench.report import builds, page, sections, toolchains
+from sitebench.report import data as report_data
 
 RESULTS = ROOT / "results"
 ARTIFACTS = ROOT / "tests" / "artifacts"
@@ -211,7 +213,9 @@ def test_checker_catches_broken_and_empty_charts(tmp_path):
 
 def _emulated_site_with_power(root):
     """A site 'emul' made from the real local-slurm run: emulated, with per-watt figures."""
-    source = sorted(p for p in (RESULTS / "local-slurm").iterdir() if p.is_dir())[0]
+    source = sorted(
+        p for p in (RESULTS / "local-slurm").iterdir() if p.is_dir() and not p.name.startswith(".")
+    )[0]
     run = root / "emul" / source.name
     shutil.copytree(source, run, ignore=shutil.ignore_patterns("failed-stage"))
     prov = json.loads((run / "provenance" / "provenance.json").read_text())
@@ -310,7 +314,9 @@ def test_hpl_build_label_names_the_blas():
 
 @pytest.mark.reliability_input
 def test_run_corrupted_after_indexing_is_skipped(tmp_path):
-    source = sorted(p for p in (RESULTS / "local").iterdir() if p.is_dir())[0]
+    source = sorted(
+        p for p in (RESULTS / "local").iterdir() if p.is_dir() and not p.name.startswith(".")
+    )[0]
     root = tmp_path / "results"
     shutil.copytree(source, root / "local" / source.name)
     assert report.make(results_root=root, store_dir=tmp_path / "s").runs == 1
@@ -320,3 +326,146 @@ def test_run_corrupted_after_indexing_is_skipped(tmp_path):
 
     assert again.runs == 0 and again.chart_ids == []
     assert any(source.name in s and "not valid JSON" in s for s in again.skipped)
+
+
+def chart_rows(spec):
+    """Every data row of a chart's Vega-Lite spec (inline values and named datasets)."""
+    rows = []
+    if isinstance(spec, dict):
+        for key, value in spec.items():
+            if key in ("values",) and isinstance(value, list):
+                rows += [r for r in value if isinstance(r, dict)]
+            elif key == "datasets" and isinstance(value, dict):
+                rows += [r for data in value.values() for r in data if isinstance(r, dict)]
+            else:
+                rows += chart_rows(value)
+    elif isinstance(spec, list):
+        for item in spec:
+            rows += chart_rows(item)
+    return rows
+
+
+def _two_toolchain_site(root, real=None):
+    """Site 'local' of ``root``: the real two-toolchain runs, else two copies of a committed
+    run with every case run once under gcc-mpich and once under gcc-openmpi."""
+    if real:
+        for run in real:
+            shutil.copytree(run, root / "local" / run.name)
+        return
+    source = toolchain_runs.source_run()
+    if source is None:
+        pytest.skip("NO COMMITTED RUN in results/local/ with OSU, HPL and NPB to copy")
+    for day, f in ((1, 1.0), (2, 1.01)):
+        toolchain_runs.two_toolchain_run(
+            source,
+            root / "local",
+            f"202611{day:02d}T020000Z-tc{day:04d}",
+            {"gcc-mpich": 1.3 * f, "gcc-openmpi": f},
+            started=f"202611{day:02d}T020000+0000",
+        )
+
+
+@pytest.mark.parametrize("kind", ["copied", "real"])
+def test_two_toolchains_draw_a_series_each_in_osu_hpl_and_npb(tmp_path, kind):
+    need_chromium()
+    real = toolchain_runs.real_two_toolchain_runs() if kind == "real" else None
+    if kind == "real" and not real:
+        pytest.skip("NO REAL TWO-TOOLCHAIN RUN in results/local/ yet")
+    root = tmp_path / "results"
+    _two_toolchain_site(root, real)
+    before = tree_digest(root)
+
+    data = report_data.load(results_root=root, store_dir=tmp_path / "store", warn=print)
+    environs = sorted(set(data.figures["environ"].dropna()))
+    assert len(environs) == 2, environs
+    named = {e: toolchains.toolchain_label(e) for e in environs}
+    if kind == "copied":
+        assert named == {"gcc-mpich": "gcc-mpich (MPICH)", "gcc-openmpi": "gcc-openmpi (Open MPI)"}
+    if kind == "copied":
+        # The curves are read per toolchain from its own output folder (MPICH's 1.3 times).
+        curves = data.curves.groupby(["environ", "params", "size"])["value"].median()
+        assert len(curves) >= 50
+        ratio = curves["gcc-mpich"] / curves["gcc-openmpi"]
+        assert ratio.tolist() == pytest.approx([1.3] * len(ratio), rel=0.02)
+    by_anchor = {s.anchor: s for s in sections.build_sections(data)}
+
+    # Each chart splits by toolchain where its rows have two (a toolchain whose cases failed
+    # has none in a real run: OSU's empty output keeps no curve); the copies have both in all.
+    split = set()
+    # Ping-pong: per mapping (panel) a curve per transport and toolchain, named with its MPI.
+    assert len(by_anchor["pingpong"].charts) == 2
+    for chart in by_anchor["pingpong"].charts:
+        spec = chart.to_dict()
+        rows = chart_rows(spec)
+        present = {r["environ"] for r in rows}
+        for mapping in {r["mapping"] for r in rows}:
+            curves = {r["curve"] for r in rows if r["mapping"] == mapping}
+            transports = {r["transport"] for r in rows if r["mapping"] == mapping}
+            if len(present) == 1:
+                assert curves == transports
+                continue
+            assert curves == {f"{t} · {named[e]}" for t in transports for e in present}
+            assert "transport · toolchain (MPI)" in json.dumps(spec, ensure_ascii=False)
+            split.add("pingpong")
+    # HPL: a bar per build and toolchain.
+    (hpl,) = by_anchor["hpl"].charts
+    rows = chart_rows(hpl.to_dict())
+    if len({r["environ"] for r in rows}) == 2:
+        builds_shown = {r["build"] for r in rows}
+        assert len(builds_shown) == 2 and all(
+            any(b.endswith(f" | {label}") for b in builds_shown) for label in named.values()
+        )
+        assert "build flags, BLAS | toolchain (MPI)" in json.dumps(
+            hpl.to_dict(), ensure_ascii=False
+        )
+        split.add("hpl")
+    # NPB: a line per toolchain.
+    (npb,) = by_anchor["npb"].charts
+    rows = chart_rows(npb.to_dict())
+    if len({r["environ"] for r in rows}) == 2:
+        assert {r["series"] for r in rows} == set(named.values())
+        split.add("npb")
+    if kind == "copied":
+        assert split == {"pingpong", "hpl", "npb"}
+        # STREAM is no MPI benchmark: its lines name the toolchain without an MPI.
+        stream = by_anchor["stream"].charts[0]
+        assert {r["series"] for r in chart_rows(stream.to_dict())} == set(environs)
+    else:
+        assert split, "the real two-toolchain runs have no chart with both toolchains"
+
+    # The whole page renders in Chromium, every chart with marks, and results/ unchanged.
+    built = report.make(results_root=root, store_dir=tmp_path / "store")
+    out = report.write(built, tmp_path / "out" / "toolchains.html", results_root=root)
+    assert tree_digest(root) == before
+    assert render_problems(chromium(out, tmp_path, "--dump-dom"), built.chart_ids) == []
+    text = out.read_text()
+    for label in named.values():
+        assert label in text
+
+
+@pytest.mark.parametrize(
+    "environ, mpi",
+    [
+        ("gcc-mpich", "MPICH"),
+        ("gcc-openmpi", "Open MPI"),
+        ("gnu", "Open MPI"),  # runs before toolchains: GCC with Open MPI
+        ("oneapi-intel-mpi", "Intel MPI"),
+        ("gcc-cray-mpich", "Cray MPICH"),
+        ("nvhpc", None),
+        (None, None),
+    ],
+)
+def test_mpi_of_a_toolchain_name(environ, mpi):
+    assert toolchains.mpi_of(environ) == mpi
+
+
+def test_series_name_only_what_differs():
+    labels, title = toolchains.series_labels(["default"] * 2, ["gnu", "gnu"])
+    assert (labels, title) == (None, None)
+    labels, title = toolchains.series_labels(["default"] * 2, ["gcc-mpich", "gcc-openmpi"])
+    assert labels == ["gcc-mpich (MPICH)", "gcc-openmpi (Open MPI)"]
+    assert title == "toolchain (MPI)"
+    labels, title = toolchains.series_labels(["a", "b"], ["gcc-mpich", "gcc-openmpi"], mpi=False)
+    assert labels == ["a / gcc-mpich", "b / gcc-openmpi"] and title == "partition / toolchain"
+    labels, title = toolchains.series_labels(["a", "b"], ["gnu", "gnu"])
+    assert labels == ["a", "b"] and title == "partition"

@@ -12,7 +12,8 @@ import yaml
 
 from conftest import ROOT, sitebench
 from sitebench.spack import environment
-from sitebench.sites import local_site
+from sitebench.sites import local_site, toolchains
+from sitebench.spack import toolchain_roots
 from sitebench.spack import pinned as spack_mod
 from sitebench.sites.site import Site
 from sitebench.sites.topology import last_level_cache_bytes
@@ -192,7 +193,7 @@ def test_local_environment_concretizes_once(spack):
     )
     lock = json.loads((env_dir / "spack.lock").read_text())
     specs = {s["name"]: s for s in lock["concrete_specs"].values()}
-    assert {r["spec"] for r in lock["roots"]} == {
+    benchmarks = {
         "stream+openmp",
         "hpl",
         "npb implementation=mpi",
@@ -204,6 +205,21 @@ def test_local_environment_concretizes_once(spack):
         "mpi-ring",
         "memaccess",
     }
+    # Every benchmark crossed with every toolchain (the spec matrix), as Spack expands it.
+    declared = toolchains.load(LOCAL)
+    roots = [
+        (r["spec"].split(" %[")[0], toolchain_roots.parts_of(r["spec"])) for r in lock["roots"]
+    ]
+    assert sorted(roots, key=str) == sorted(
+        ((b, {**t.compilers, "mpi": t.mpi}) for b in benchmarks for t in declared),
+        key=str,
+    )
+    # A benchmark that uses MPI is built once per MPI, one that does not is shared.
+    hashes = {}
+    for root in lock["roots"]:
+        hashes.setdefault(root["spec"].split(" %[")[0], set()).add(root["hash"])
+    assert len(hashes["hpl"]) == len({t.mpi for t in declared})
+    assert len(hashes["stream+openmp"]) == 1
     # The database server and the MPI are the machine's own, never built.
     assert specs["mariadb"].get("external")
     stream = specs["stream"]

@@ -1,15 +1,22 @@
 """Compare two sides of results/ figure by figure. Each side: SITE, SITE:PARTITION,
-SITE/RUN or SITE@SINCE..UNTIL (ISO 8601 UTC; an end may be empty). Per figure: runs,
-median, IQR, B/A and a two-sided Mann-Whitney U test (p < 0.01: beyond noise)."""
+SITE%TOOLCHAIN, SITE/RUN or SITE@SINCE..UNTIL (ISO 8601 UTC; an end may be empty), combined
+in that order (local:default%gcc-mpich@2026-11-01..2026-11-30). %TOOLCHAIN keeps the figures
+of that toolchain, the ReFrame environment it runs as (runs made before toolchains: gnu);
+a side without one takes every toolchain of its runs. Figures are matched on check,
+parameters, problem size and figure, so `compare local%gcc-mpich local%gcc-openmpi` compares
+two MPIs figure by figure. Per figure: runs, median, IQR, B/A and a two-sided Mann-Whitney U
+test (p < 0.01: beyond noise)."""
 
 from sitebench.cli.common import add_stale_days, warn
 
-description = "compare two sites, partitions, runs or time ranges from results/"
+description = "compare two sites, partitions, toolchains, runs or time ranges from results/"
 
 
 def setup_parser(p):
-    p.add_argument("a", help="side A, e.g. local or local@2026-11-01..2026-11-08")
-    p.add_argument("b", help="side B, e.g. local-slurm:srun or local/<run>")
+    p.add_argument(
+        "a", help="side A, e.g. local, local@2026-11-01..2026-11-08 or local%%gcc-mpich"
+    )
+    p.add_argument("b", help="side B, e.g. local-slurm:srun, local/<run> or local%%gcc-openmpi")
     p.add_argument("--format", choices=("table", "csv", "json"), default="table")
     p.add_argument(
         "--job-wall",

@@ -2,11 +2,14 @@
 
 * **Suite overhead**: the wall time of ``./sitebench run`` (the quick suite on the local
   site, exactly as a user types it) over the sum of its benchmarks' own wall times, each
-  timed by its job right around the launch (``rfm/benchmark.py``, ``LAUNCH_FILE``).
-  Goal <= 1.10. The rest is broken down: sitebench before and after ReFrame, ReFrame's
-  start-up and wind-down, its build fixtures (each learning that its root is installed),
-  the checks' jobs outside the launch (environment, servers, inputs) and ReFrame's
-  session otherwise (hooks, polling, sanity).
+  timed by its job right around the launch (``rfm/benchmark.py``, ``LAUNCH_FILE``). Goal <=
+  1.05 (issue 19; 1.10 before). The rest is broken down: sitebench before and after ReFrame,
+  ReFrame's start-up and wind-down, its build fixtures (each learning that its root is
+  installed), the checks' jobs outside the launch (environment, servers, inputs) and
+  ReFrame's session otherwise (hooks, polling, sanity).
+* **Toolchains**: the same suite with every toolchain of the local site (MPICH beside Open
+  MPI on Debian) over the suite with its first toolchain only (``--toolchain``), in the same
+  round, builds installed. Goal <= 2.2 (issue 16): the checks that use no MPI run once.
 * **No-change install**: ``spack -e <env> install`` of the local site's environment
   when everything is installed, over its first install into an empty install tree
   with a warm source mirror. Goal <= 0.05.
@@ -27,7 +30,8 @@ from pathlib import Path
 
 import yaml
 
-from sitebench.sites import local_site
+from sitebench.sites import local_site, toolchains
+from sitebench.sites.site import Site
 
 from sitebench.common import paths
 from sitebench.spack import pinned as spack_mod
@@ -77,8 +81,8 @@ def failed_cases(report):
     return [f"{c['name']} ({c['fail_phase']})" for c in cases_of(report) if c["result"] == "fail"]
 
 
-def suite_round(scratch):
-    """One ``./sitebench run`` into a scratch results store; its times (s)."""
+def suite_round(scratch, extra=()):
+    """One ``./sitebench run [extra]`` into a scratch results store; its times (s)."""
     results = Path(tempfile.mkdtemp(prefix="results-", dir=scratch))
     env = {
         **os.environ,
@@ -89,7 +93,7 @@ def suite_round(scratch):
     # ReFrame (its session) and sitebench (ReFrame's process) recorded.
     start = time.time()
     proc = subprocess.run(
-        [str(paths.ROOT / "sitebench"), "run"], env=env, capture_output=True, text=True
+        [str(paths.ROOT / "sitebench"), "run", *extra], env=env, capture_output=True, text=True
     )
     end = time.time()
     runs = sorted(p for p in (results / "local").glob("*") if p.is_dir())
@@ -166,11 +170,19 @@ def harness(rounds=3):
     spack = spack_mod.setup()
     local_site.detect(spack)
     scratch = Path(tempfile.mkdtemp(prefix="perf-harness-", dir=paths.state_dir()))
-    suite, install = [], []
+    suite, install, single = [], [], []
+    declared = toolchains.load(Site.resolve(local_site.SITE))
     try:
         for round_ in range(1, rounds + 1):
             suite.append(suite_round(scratch))
             s = suite[-1]
+            if len(declared) > 1:
+                single.append(suite_round(scratch, ("--toolchain", declared[0].name)))
+                print(
+                    f"round {round_}: suite with {declared[0].name} only "
+                    f"{single[-1]['wall']:.1f} s",
+                    file=sys.stderr,
+                )
             print(
                 f"round {round_}: suite {s['wall']:.1f} s, benchmarks {s['benchmarks']:.1f} s "
                 f"({s['launches']} launches; failed: {', '.join(s['failed']) or 'none'})",
@@ -212,7 +224,17 @@ def harness(rounds=3):
             "no-change install / first install": ratio(
                 column(install, "no change"), column(install, "first")
             ),
-        },
+        }
+        | (
+            {
+                "suite wall, every toolchain / one toolchain": ratio(
+                    column(suite, "wall"), column(single, "wall")
+                )
+            }
+            if single
+            else {}
+        ),
+        "toolchains": [t.name for t in declared],
     }
 
 

@@ -4,13 +4,18 @@ Every builder takes the rows to plot (already selected) and returns a chart, or 
 there is nothing to plot. Conventions shared by all: colour is the site (the same colour in
 every chart), lines and bars are medians across runs, faint points are the single runs, and
 a point's tooltip names its run, date, CPU and host; clicking it jumps to the run's
-provenance row. Clicking a site in the legend highlights it.
+provenance row. Clicking a site in the legend highlights it. Where the rows come from more
+than one partition or toolchain (the ReFrame environment: ``gcc-mpich``, ``gcc-openmpi``),
+each has its own line or bar, named in a legend by partition and toolchain, with the MPI for
+the MPI benchmarks (``gcc-mpich (MPICH)``, :mod:`.toolchains`).
 """
 
 import math
 
 import altair as alt
 import pandas as pd
+
+from .toolchains import series_labels
 
 #: Size of one panel (a facet cell), in pixels.
 WIDTH, HEIGHT = 230, 190
@@ -28,6 +33,7 @@ RUN_TOOLTIP = [
     alt.Tooltip("arch:N", title="CPU"),
     alt.Tooltip("hostname:N", title="host"),
     alt.Tooltip("partition:N", title="partition"),
+    alt.Tooltip("environ:N", title="toolchain"),
 ]
 
 
@@ -68,11 +74,13 @@ def _legend_pick():
     return alt.selection_point(fields=["site_label"], bind="legend", name="site_pick")
 
 
-def _series(df):
-    """A dash per partition/environment, only when there is more than one."""
+def _series(df, mpi=False):
+    """(rows with ``series``, its legend title): a line per partition and toolchain, named by
+    what differs (the toolchain with its MPI when ``mpi``); title None when one series."""
     df = df.copy()
-    df["series"] = df["partition"].astype(str) + "/" + df["environ"].astype(str)
-    return df, df["series"].nunique() > 1
+    labels, title = series_labels(df["partition"], df["environ"], mpi)
+    df["series"] = labels if labels is not None else ""
+    return df, title
 
 
 def _axis_values(values):
@@ -94,15 +102,18 @@ def scaling(
     ideal=None,
     columns=None,
     independent_y=False,
+    mpi=False,
 ):
     """Medians vs a count (threads, ranks) as lines, runs as faint points; one panel per
     ``facet`` value. ``ideal``: a horizontal reference line (e.g. efficiency 1);
-    ``independent_y``: each panel its own y scale (benchmarks of different sizes)."""
+    ``independent_y``: each panel its own y scale (benchmarks of different sizes); ``mpi``:
+    an MPI benchmark, whose lines per toolchain name the MPI."""
     df = df[df[x].notna() & df["value"].notna()]
     if df.empty:
         return None
-    df, dashed = _series(df)
-    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "series"]
+    df, dashed = _series(df, mpi)
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "environ"]
+    fields += ["series"]
     fields += [x, "value", "unit", "params", "href"] + ([facet] if facet else [])
     x_enc = alt.X(
         f"{x}:Q",
@@ -122,11 +133,12 @@ def scaling(
         opacity=fade,
         tooltip=[
             alt.Tooltip("site_label:N", title="site"),
+            *([alt.Tooltip("series:N", title=dashed)] if dashed else []),
             alt.Tooltip(f"{x}:Q", title=x_title),
             alt.Tooltip("median(value):Q", title=f"median ({y_title})", format=".4g"),
             alt.Tooltip("count(value):Q", title="runs"),
         ],
-        **({"strokeDash": alt.StrokeDash("series:N", title="partition/env")} if dashed else {}),
+        **({"strokeDash": alt.StrokeDash("series:N", title=dashed)} if dashed else {}),
     )
     points = alt.Chart().mark_circle(size=45)
     points = points.encode(
@@ -152,12 +164,16 @@ def scaling(
 
 def message_sizes(df, labels, *, y_title, title):
     """OSU curves: a value per message size (log-log), one panel per mapping, a dash per
-    transport; medians across runs as lines, runs as faint points."""
+    transport (and per toolchain, named with its MPI, where the rows have several: the same
+    transport of two MPIs side by side); medians across runs as lines, runs as faint points."""
     df = df[df["value"].notna()]
     if df.empty:
         return None
-    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
-    fields += ["mapping", "transport", "size", "value", "unit", "href"]
+    df, by = _series(df, mpi=True)
+    df["curve"] = df["transport"].astype(str) + (" · " + df["series"] if by else "")
+    curve_title = f"transport · {by}" if by else "transport"
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "environ"]
+    fields += ["mapping", "transport", "curve", "size", "value", "unit", "href"]
     x_enc = alt.X(
         "size:Q",
         title="message size",
@@ -172,11 +188,11 @@ def message_sizes(df, labels, *, y_title, title):
         x=x_enc,
         y=y_enc,
         color=colour,
-        strokeDash=alt.StrokeDash("transport:N", title="transport"),
+        strokeDash=alt.StrokeDash("curve:N", title=curve_title),
         opacity=alt.condition(pick, alt.value(1.0), alt.value(0.12)),
         tooltip=[
             alt.Tooltip("site_label:N", title="site"),
-            alt.Tooltip("transport:N"),
+            alt.Tooltip("curve:N", title=curve_title),
             alt.Tooltip("size:Q", title="bytes", format=","),
             alt.Tooltip("median(value):Q", title=f"median ({y_title})", format=".4g"),
             alt.Tooltip("count(value):Q", title="runs"),
@@ -203,22 +219,31 @@ def message_sizes(df, labels, *, y_title, title):
 
 
 def builds(df, labels, *, x_title, title):
-    """HPL: one bar (median) per site and build flags, the runs as points on it."""
+    """HPL: one bar (median) per site and build flags (and toolchain, named with its MPI,
+    where the rows have several), the runs as points on it."""
     df = df[df["value"].notna()].copy()
     if df.empty:
         return None
     df["build"] = df["build"].fillna("unknown build")
-    kinds = sorted(df["build"].unique())
+    flags = sorted(df["build"].unique())
     subtitle = (
-        f"All runs used one optimisation level: {kinds[0]}."
-        if len(kinds) == 1
-        else f"{len(kinds)} optimisation levels."
+        f"All runs used one optimisation level: {flags[0]}."
+        if len(flags) == 1
+        else f"{len(flags)} optimisation levels."
     )
-    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
+    df, by = _series(df, mpi=True)
+    if by:
+        df["build"] = df["build"] + " | " + df["series"]
+        subtitle += f" A bar per {by}."
+    kinds = sorted(df["build"].unique())
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "environ"]
     fields += ["build", "concrete_spec", "value", "unit", "href"]
     colour = site_colour(labels)
     pick = _legend_pick()
-    y_enc = alt.Y("build:N", title="build flags, BLAS", sort=kinds)
+    y_title = "build flags, BLAS" + (f" | {by}" if by else "")
+    # A bar per toolchain: its name on a second line of the label.
+    axis = alt.Axis(labelExpr="split(datum.label, ' | ')") if by else alt.Axis()
+    y_enc = alt.Y("build:N", title=y_title, sort=kinds, axis=axis)
     offset = alt.YOffset("site_label:N", scale=alt.Scale(domain=list(labels)))
     bars = alt.Chart().mark_bar(opacity=0.75, height={"band": 0.9})
     bars = bars.encode(
@@ -257,7 +282,7 @@ def per_case(df, labels, *, title):
         return None
     df["case"] = df["check"] + " " + df["params"].fillna("")
     df["panel"] = df["figure"] + " (" + df["unit"].fillna("") + ")"
-    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition"]
+    fields = ["site", "site_label", "run", "date", "arch", "hostname", "partition", "environ"]
     fields += ["case", "panel", "value", "unit", "href"]
     colour = site_colour(labels)
     points = alt.Chart().mark_circle(size=60, opacity=0.6)

@@ -5,6 +5,11 @@ The figures are those of the seed studies: STREAM kernels per site and thread co
 transactions/s vs threads (and per watt), PARSEC strong-scaling efficiency and time, ping-pong
 latency and bandwidth per message size and mapping, HPL Gflop/s by optimisation level, NPB
 Mop/s vs ranks, and every per-watt figure where a site measures power.
+
+Where runs used several toolchains (a compiler set and an MPI, the ReFrame environment named
+after it: ``gcc-mpich``, ``gcc-openmpi``), each toolchain has its own line or bar, named with
+its MPI in the MPI benchmarks (ping-pong per mapping and transport, HPL, NPB, ring):
+``gcc-mpich (MPICH)`` against ``gcc-openmpi (Open MPI)``.
 """
 
 from dataclasses import dataclass, field
@@ -14,6 +19,10 @@ from . import charts, seed_tables
 NO_RUNS = "No runs of this check in the results read."
 STREAM_KERNELS = ["Copy", "Scale", "Add", "Triad"]
 READING = "Lines are medians across runs, faint points single runs (click one for its provenance)."
+TOOLCHAINS = (
+    "Where runs used more than one toolchain, each toolchain (named with its MPI) has its own "
+    "{what}."
+)
 
 
 @dataclass
@@ -169,7 +178,8 @@ def build_sections(data):
             "is better) and bandwidth (MB/s, higher is better) per message size, both axes "
             "logarithmic; one panel per rank mapping (core: two cores of a socket, socket: two "
             "sockets, node: two nodes), a dash per transport. The curves are read from each "
-            f"run's stored output. {READING}",
+            f"run's stored output. {READING} "
+            + TOOLCHAINS.format(what="dash per transport: MPIs side by side in each panel"),
             curves,
             runs,
             [
@@ -199,7 +209,8 @@ def build_sections(data):
             "HPL Gflop/s (higher is better): a bar per site and build, the median across runs, "
             "each run a tick on it (click one for its provenance). The build is the flags the "
             "sitebench HPL recipe chose for the run's concrete spec (variants level and simd: "
-            "-O0 without vector instructions, or -O3 with the target's SIMD) and its BLAS.",
+            "-O0 without vector instructions, or -O3 with the target's SIMD) and its BLAS. "
+            + TOOLCHAINS.format(what="bar per build"),
             hpl,
             runs,
             [charts.builds(hpl, labels, x_title="Gflop/s", title="HPL Gflop/s by build")],
@@ -212,7 +223,8 @@ def build_sections(data):
             "npb",
             "NPB: Mop/s vs ranks",
             "NAS Parallel Benchmarks (MPI): total Mop/s (higher is better) against the number "
-            f"of MPI ranks, one panel per benchmark, each with its own scale. {READING}",
+            f"of MPI ranks, one panel per benchmark, each with its own scale. {READING} "
+            + TOOLCHAINS.format(what="line, dashed differently"),
             npb,
             runs,
             [
@@ -227,6 +239,7 @@ def build_sections(data):
                     facet_title="benchmark",
                     columns=3,
                     independent_y=True,
+                    mpi=True,
                 )
             ],
         )
@@ -294,6 +307,7 @@ def seed_sections(figs, runs, labels):
                 title="Ring step time vs processes",
                 facet="mapping",
                 facet_title="mapping",
+                mpi=True,
             )
         ],
     )

@@ -1,11 +1,22 @@
-"""Compare two sides (sites, partitions, single runs or time ranges) figure by figure.
+"""Compare two sides (sites, partitions, toolchains, single runs or time ranges) figure by
+figure.
 
-A side is written ``SITE[:PARTITION][/RUN]`` or ``SITE[:PARTITION]@SINCE..UNTIL`` (dates
-or times in ISO 8601, UTC; either end may be left out: ``local@2026-11-01..``).
+A side is written ``SITE[:PARTITION][%TOOLCHAIN][/RUN]`` or
+``SITE[:PARTITION][%TOOLCHAIN]@SINCE..UNTIL`` (dates or times in ISO 8601, UTC; either end
+may be left out: ``local@2026-11-01..``).
 
-For each check, parameter set, problem size and figure: the number of runs, median and interquartile
-range (IQR) of each side, the ratio of medians B/A, and whether the difference is beyond
-the run-to-run noise. Test (stated): the two-sided Mann-Whitney U test (rank-sum test; no
+A toolchain is a site's compiler set and MPI, run as the ReFrame programming environment of
+that name (the store's ``environ``: ``gcc-mpich``, ``gcc-openmpi``; ``gnu`` in runs made before
+sites declared toolchains). A side naming one keeps only the figures of that environment, and
+naming one its runs never used is an error that lists those they used. The environment is not
+part of the key: figures are matched on check, parameters, problem size and figure, so
+``local%gcc-mpich`` against ``local%gcc-openmpi`` gives a verdict per figure. A side naming no
+toolchain takes the figures of every environment its runs used, as before toolchains; when
+those are several, a caveat says so.
+
+For each check, parameter set, problem size and figure: the number of runs, median and
+interquartile range (IQR) of each side, the ratio of medians B/A, and whether the difference
+is beyond the run-to-run noise. Test (stated): the two-sided Mann-Whitney U test (rank-sum test; no
 assumption on the shape of the noise), exact where neither side has ties and both have at
 most 25 values, else its normal approximation with the tie correction; a difference is
 beyond noise when p < ALPHA = 0.01. When even the most extreme ranking could not reach
@@ -51,8 +62,8 @@ COLUMNS = KEYS + [
     "beyond_noise",
 ]
 _SPEC = re.compile(
-    r"^(?P<site>[^:/@]+)(?::(?P<partition>[^/@]+))?"
-    r"(?:/(?P<run>[^@]+)|@(?P<since>[^.]*)\.\.(?P<until>.*))?$"
+    r"^(?P<site>[^:/@%]+)(?::(?P<partition>[^/@%]+))?(?:%(?P<toolchain>[^/@%]+))?"
+    r"(?:/(?P<run>[^@%]+)|@(?P<since>[^.]*)\.\.(?P<until>.*))?$"
 )
 
 
@@ -66,6 +77,7 @@ class Side:
     run: str = None
     since: pd.Timestamp = None
     until: pd.Timestamp = None
+    toolchain: str = None  # the ReFrame environment (the store's ``environ``) kept
 
     @classmethod
     def parse(cls, spec, results_root=None):
@@ -73,13 +85,23 @@ class Side:
         if not match:
             raise SitebenchError(
                 f"cannot read the comparison side {spec!r}",
-                "write SITE, SITE:PARTITION, SITE/RUN or SITE@SINCE..UNTIL "
-                "(e.g. local@2026-11-01..2026-11-15)",
+                "write SITE, SITE:PARTITION, SITE%TOOLCHAIN, SITE/RUN or SITE@SINCE..UNTIL, "
+                "or combine them in that order: SITE:PARTITION%TOOLCHAIN/RUN or "
+                "SITE:PARTITION%TOOLCHAIN@SINCE..UNTIL "
+                "(e.g. local%gcc-mpich@2026-11-01..2026-11-15)",
             )
         site = check_name("site", match["site"])
-        side = cls(label=spec, site=site, partition=match["partition"], run=match["run"])
+        side = cls(
+            label=spec,
+            site=site,
+            partition=match["partition"],
+            toolchain=match["toolchain"],
+            run=match["run"],
+        )
         if side.partition:
             check_name("partition", side.partition)
+        if side.toolchain:
+            check_name("toolchain", side.toolchain)
         if match["since"] is not None:
             side.since = _when(match["since"], spec)
             side.until = _when(match["until"], spec)
@@ -98,10 +120,20 @@ class Side:
                 )
         return side
 
-    def where(self):
-        """SQL condition and parameters selecting this side's figures."""
+    def with_toolchain(self, toolchain):
+        """This side's spec naming ``toolchain`` instead (None: none)."""
+        spec = self.label.replace(f"%{self.toolchain}", "", 1) if self.toolchain else self.label
+        cut = min((i for i in (spec.find("/"), spec.find("@")) if i >= 0), default=len(spec))
+        return spec[:cut] + (f"%{toolchain}" if toolchain else "") + spec[cut:]
+
+    def where(self, toolchain=True):
+        """SQL condition and parameters selecting this side's figures (``toolchain=False``:
+        of every environment of the side's runs)."""
         cond, params = ["site = ?"], [self.site]
-        for column, value in (("partition", self.partition), ("run", self.run)):
+        chosen = [("partition", self.partition), ("run", self.run)]
+        if toolchain:
+            chosen.append(("environ", self.toolchain))
+        for column, value in chosen:
             if value:
                 cond.append(f"{column} = ?")
                 params.append(value)
@@ -269,12 +301,57 @@ def verdicts(df):
 def compare(a, b, results_root=None, job_wall=False, warn=None, progress=None):
     """The comparison table of sides ``a`` and ``b`` (:class:`Side`), from the store."""
     con = store.open_store(sorted({a.site, b.site}), results_root, warn, progress)
+    used = [toolchains(con, side) for side in (a, b)]
+    for side, names in zip((a, b), used):
+        check_toolchain(side, names)
     table = verdicts(query(con, a.where(), b.where(), job_wall))
     apart = not_compared(con, a.where(), b.where(), job_wall)
     if not apart.empty:
         table = pd.concat([table, apart], ignore_index=True) if len(table) else apart
-    table.attrs["caveats"] = caveats(con, [a.site, b.site])
+    table.attrs["caveats"] = caveats(con, [a.site, b.site]) + [
+        pooled
+        for side, name, names in zip((a, b), "AB", used)
+        for pooled in _pooled(side, name, names)
+    ]
     return table
+
+
+def toolchains(con, side):
+    """The toolchains (environments) the side's runs have figures of, sorted."""
+    cond, params = side.where(toolchain=False)
+    found = con.execute(
+        f"SELECT DISTINCT environ FROM figures WHERE {cond} AND environ IS NOT NULL", params
+    ).fetchall()
+    return sorted(name for (name,) in found)
+
+
+def check_toolchain(side, names):
+    """Raise when the side names a toolchain its runs never used."""
+    if not side.toolchain or side.toolchain in names:
+        return
+    runs = side.with_toolchain(None)
+    if not names:
+        raise SitebenchError(
+            f"toolchain {side.toolchain!r} was never used in the runs of {runs}: "
+            "they have no figures at all",
+            f"check the partition, run or dates of {side.label!r}",
+        )
+    raise SitebenchError(
+        f"toolchain {side.toolchain!r} was never used in the runs of {runs}; "
+        f"their toolchains: {', '.join(names)}",
+        f"write one of them after '%', e.g. {side.with_toolchain(names[0])}, "
+        "or leave the toolchain out to take all of them",
+    )
+
+
+def _pooled(side, name, names):
+    if side.toolchain or len(names) < 2:
+        return []
+    return [
+        f"side {name} ({side.label}) pools the figures of {len(names)} toolchains "
+        f"({', '.join(names)}) as one; name one to compare them apart, e.g. "
+        f"{side.with_toolchain(names[0])}"
+    ]
 
 
 def caveats(con, sites):

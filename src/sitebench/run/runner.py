@@ -46,12 +46,10 @@ def prepare(site):
         # The local site's toolchains are detected: validation reads them.
         spack = pinned.setup()
         local_site.detect(spack)
-    declared = toolchains.load(site)
-    toolchains.selected(declared)  # --toolchain names one of them
-    # The Spack toolchains and their definition follow the site's (derived files).
-    toolchains.write_spack_files(declared, paths.site_config_dir(site.environment) / "spack")
-    # Every file of the site, all problems at once (names, keys, fixes): sites/validate.py.
+    # Every file of the site, all problems at once (names, keys, fixes): sites/validate.py,
+    # which also rewrites the Spack toolchains derived from the site's where they changed.
     validate_site(site.name)
+    toolchains.selected(toolchains.load(site))  # --toolchain names one of them
     qemu_site.check_runs_here(site)  # an emulated site runs inside its root
     spack = spack or pinned.setup()
     version = spack.version()

@@ -262,13 +262,14 @@ def own_mpi_prefixes(packages, farm_root):
 
 def complete_packages(packages, extras):
     """Spack's detection (``packages``) made a site's config: every MPI in a prefix of its
-    own and preferred in the order found (a toolchain requires its own), the machine's
+    own, the first found preferred (a toolchain requires its own), the machine's
     BLAS preferred, ``extras`` (:func:`extra_externals`) added, python dropped."""
     mpi_found = found_providers(packages, TOOLCHAIN[0][1])
     if mpi_found:
         own_mpi_prefixes(packages, paths.state_dir() / "externals")
-        packages.pop("mpi", None)
-        packages.setdefault("all", {}).setdefault("providers", {})["mpi"] = mpi_found
+        # A soft preference: a spec without a toolchain gets the first MPI found (Spack's
+        # provider order alone chose MPICH here), a toolchain's %mpi=... overrides it.
+        packages["mpi"] = {"prefer": [mpi_found[0]]}
     blas_found = found_providers(packages, TOOLCHAIN[1][1])
     if blas_found:
         # Prefer the machine's BLAS, but keep the virtual buildable: a spec may

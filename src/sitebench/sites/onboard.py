@@ -329,6 +329,7 @@ from sitebench.sites import toolchains  # noqa: E402
 
 ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
     SITE,
+    config_dir=HERE,
     # Open MPI refuses to start as root without these (containers, CI).
     env_vars=[["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]],
 )

@@ -368,13 +368,42 @@ def reframe_environments(toolchains, packages, env_vars=()):
     return environs
 
 
-def for_reframe(site_name, env_vars=()):
-    """(environment names, ReFrame environments) of a site, for its ``reframe.py``: the
-    toolchains selected by ``$SITEBENCH_TOOLCHAINS`` (all by default)."""
-    from sitebench.sites.site import Site
+def _owner_dir(config_dir):
+    """The folder of the site whose environment ``config_dir``'s site builds with, and its
+    settings (``site.yaml``), read next to each other: a site's ``reframe.py`` reads them
+    from where it lies, whatever the sites' root."""
+    config_dir = Path(config_dir)
+    path = config_dir / "site.yaml"
+    settings = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
+    owner = settings.get("environment", config_dir.name)
+    if owner != config_dir.name:
+        return _owner_dir(config_dir.parent / owner)
+    return config_dir, settings
 
-    site = Site.resolve(site_name)
-    chosen = selected(load(site))
-    packages = spack_scope_packages(paths.site_config_dir(site.environment) / "spack")
-    environs = reframe_environments(chosen, packages, env_vars)
+
+def for_reframe(site_name, env_vars=(), config_dir=None):
+    """(environment names, ReFrame environments) of a site, for its ``reframe.py``: the
+    toolchains selected by ``$SITEBENCH_TOOLCHAINS`` (all by default). ``config_dir``: the
+    folder of that ``reframe.py`` (default: the site's under the sites' root)."""
+    check_name("site", site_name)
+    owner, settings = _owner_dir(config_dir or paths.site_config_dir(site_name))
+    if settings.get("toolchains") is not None:
+        found, problems = parse(settings["toolchains"], paths.shown(owner / "site.yaml"))
+    elif (owner / "toolchains.yaml").is_file():
+        data = yaml.safe_load((owner / "toolchains.yaml").read_text()) or {}
+        found, problems = parse(data.get("toolchains"), paths.shown(owner / "toolchains.yaml"))
+    else:
+        found, problems = [], [
+            (
+                "toolchains",
+                f"{paths.shown(owner)} declares no toolchains (site.yaml) and has none detected "
+                "(toolchains.yaml)",
+                "run `./sitebench detect` for the local site, or declare them in site.yaml, "
+                f"e.g. {EXAMPLE}",
+            )
+        ]
+    if problems:
+        raise SitebenchError(problems[0][1], problems[0][2])
+    chosen = selected(found)
+    environs = reframe_environments(chosen, spack_scope_packages(owner / "spack"), env_vars)
     return [e["name"] for e in environs], environs

@@ -1,0 +1,10 @@
+#!/bin/bash
+export PATH=/work/main/.sitebench/externals/openmpi/bin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMP_NUM_THREADS=1
+sitebench_launch_start=$(date +%s.%N)
+mpirun -np 2 /work/main/.sitebench/spack-store/linux-x86_64_v4/npb-3.4.3-jxwfihejdiyuacrzko4gisufcn2epryf/bin/lu.A.x
+sitebench_launch_status=$?
+echo "$sitebench_launch_start $(date +%s.%N) $sitebench_launch_status" > sitebench-launch.txt
+(exit $sitebench_launch_status)

@@ -1,0 +1,11 @@
+#!/bin/bash
+export PATH=/work/main/.sitebench/externals/openmpi/bin:$PATH
+export OMPI_ALLOW_RUN_AS_ROOT=1
+export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_pml=ob1
+export OMPI_MCA_btl=self,vader
+sitebench_launch_start=$(date +%s.%N)
+mpirun -np 1 --map-by core --bind-to core --report-bindings /work/main/.sitebench/spack-store/linux-x86_64_v4/mpi-ring-1.0-ogcl6f5tx4zlwpxhlpy7gzyitpaaidpc/bin/mpi_ring -s 16 -n 20000
+sitebench_launch_status=$?
+echo "$sitebench_launch_start $(date +%s.%N) $sitebench_launch_status" > sitebench-launch.txt
+(exit $sitebench_launch_status)
