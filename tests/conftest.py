@@ -27,6 +27,21 @@ def spack_missing_reason():
     )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def local_site_detected():
+    """The local site detected once, before the first test, as the first `./sitebench run`
+    does: its ReFrame configuration makes one environment per detected toolchain
+    (site-configs/local/toolchains.yaml), so listing or running the checks needs it. Where
+    Spack cannot be had, the tests that load that configuration fail, naming the detection."""
+    from sitebench.sites import local_site
+
+    if local_site.is_detected() or spack_missing_reason():
+        return
+    from sitebench.spack import pinned
+
+    local_site.detect(pinned.setup())
+
+
 RELIABILITY_KINDS = ("reliability_input", "reliability_fault")
 
 

@@ -218,6 +218,15 @@ def test_a_check_whose_binary_is_missing_fails(results_root, spack):
 
 
 # local's references apply on the host they were made on ($host, sites/host.py): this one.
+def copy_local_site(site):
+    """The local site's configuration and detected files (topology, toolchains, Spack
+    externals) in ``site``, a folder beside it."""
+    for name in ("reframe.py", "topology.json", "toolchains.yaml"):
+        if (ROOT / "site-configs/local" / name).is_file():
+            shutil.copy(ROOT / "site-configs/local" / name, site / name)
+    shutil.copytree(ROOT / "site-configs/local/spack", site / "spack")
+
+
 #: Checks that use no MPI: run once per compiler set.
 NO_MPI = {"StreamCheck", "ParsecCheck", "SysbenchCheck", "PagesCheck"}
 
@@ -243,9 +252,7 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
     site = ROOT / "site-configs" / f"test-references-{os.getpid()}"
     site.mkdir()
     try:
-        for name in ("reframe.py", "topology.json"):
-            if (ROOT / "site-configs/local" / name).is_file():
-                shutil.copy(ROOT / "site-configs/local" / name, site / name)
+        copy_local_site(site)
         (site / "references.yaml").write_text(references)
         exe = os.path.join(os.path.dirname(sys.executable), "reframe")
         proc = subprocess.run(
@@ -288,3 +295,45 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
     # Both hosts are logged: the one it ran on, and the one the references were made on.
     assert case["host_fingerprint"] == host.detect()["id"]
     assert (case["references_host"] == case["host_fingerprint"]) == (references != OTHER_HOST)
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_references_indexed_by_toolchain_judge_each_toolchain(tmp_path, spack):
+    """Where a figure depends on the MPI, a references block indexed by toolchain holds
+    each toolchain to its own reference: MPICH's impossible one fails, Open MPI's passes."""
+    declared = [t.name for t in toolchains.load(Site.resolve("local"))]
+    if len(declared) < 2:
+        pytest.skip("one toolchain on this machine (apt-get install mpich libmpich-dev)")
+    strict, loose = declared[1], declared[0]
+    references = THIS_HOST + (
+        "OsuLatencyCheck:\n  $index: [scale, toolchain, mapping, transport]\n  quick:\n"
+        f"    {strict}: {{core: {{shm: {{latency_small: [0.0001, -0.1, 0.1, us]}}}}}}\n"
+        f"    {loose}: {{core: {{shm: {{latency_small: [1000.0, -1.0, 0.1, us]}}}}}}\n"
+    )
+    site = ROOT / "site-configs" / f"test-toolchain-references-{os.getpid()}"
+    site.mkdir()
+    try:
+        copy_local_site(site)
+        (site / "references.yaml").write_text(references)
+        exe = os.path.join(os.path.dirname(sys.executable), "reframe")
+        proc = subprocess.run(
+            [exe, "-C", str(site / "reframe.py"), "-c", str(ROOT / "reframe-checks"),
+             "-n", "OsuLatencyCheck", "-r", "--prefix", str(tmp_path),
+             "--report-file", str(tmp_path / "report.json")],
+            env=spack.environ(), capture_output=True, text=True, cwd=ROOT,
+        )  # fmt: skip
+    finally:
+        shutil.rmtree(site)
+    report = json.loads((tmp_path / "report.json").read_text())
+    cases = [c for r in report["runs"] for c in r["testcases"] if c.get("perfvalues")]
+    shm = {c["environ"]: c for c in cases if "%transport=shm" in c["display_name"]}
+    assert set(shm) == {strict, loose}, proc.stdout[-3000:]
+    assert shm[strict]["result"] == "fail" and shm[strict]["fail_phase"] == "performance"
+    assert shm[loose]["result"] == "pass", shm[loose].get("fail_reason")
+    assert shm[strict]["toolchain"] == strict and shm[loose]["toolchain"] == loose
+    value, ref = shm[loose]["perfvalues"]["local:default:latency_small"][:2]
+    assert ref == 1000.0 and 0 < value
+    # No entry for TCP: logged without a reference, in both toolchains.
+    tcp = [c for c in cases if "%transport=tcp" in c["display_name"]]
+    assert tcp and all(c["perfvalues"]["local:default:latency_small"][1] == 0 for c in tcp)

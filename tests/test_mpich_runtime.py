@@ -15,10 +15,9 @@ from sitebench.parsers import ParseError, jacobi, osu, ring
 from sitebench.run import mapping
 
 MPICH = FIXTURES / "mpich"
-#: The VM the fixtures were captured on: 1 socket, 2 cores (site-configs/local/topology.json).
-VM = osu.cpu_places(
-    json.loads((ROOT / "site-configs/local/topology.json").read_text())["topology"]
-)
+#: The VM the fixtures were captured on: 1 socket, 2 cores (its site-configs/local/topology.json
+#: as `sitebench detect` wrote it there, kept beside the captures).
+VM = osu.cpu_places(json.loads((MPICH / "topology.json").read_text())["topology"])
 #: hwloc's synthetic "package:2 core:2 pu:1", as ReFrame would describe it.
 TWO_SOCKETS = osu.cpu_places({"sockets": ["0x3", "0xc"], "cores": ["0x1", "0x2", "0x4", "0x8"]})
 

@@ -83,6 +83,14 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #: :type: :class:`str`
     references_host = variable(str, value="", loggable=True)
 
+    #: The toolchain the benchmark was built and run with: the ReFrame environment's name
+    #: (sitebench/sites/toolchains.py), set after setup. A references block may index by it
+    #: where a figure depends on the MPI or compiler (``$index: [$processor.arch, scale,
+    #: toolchain, ...]``): ReFrame resolves the index when it judges the figures. Logged.
+    #:
+    #: :type: :class:`str`
+    toolchain = variable(str, value="", loggable=True)
+
     #: Figures that get a per-watt companion ``<figure>_per_watt`` where the
     #: partition reads power: figure name -> unit, e.g. ``{"gflops": "Gflop/s/W"}``.
     #: A class attribute, not a variable: a property of the check, kept out of perflogs.
@@ -158,6 +166,10 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
                 f"{type(self).__name__}.energy_figures names {', '.join(unknown)}, which are "
                 f"not figures of the check ({', '.join(self.perf_variables)})"
             )
+
+    @run_after("setup")
+    def record_toolchain(self):
+        self.toolchain = self.current_environ.name
 
     @run_after("setup")
     def references_of_this_host(self):
