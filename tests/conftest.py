@@ -125,7 +125,23 @@ def unjudged(spack):
     empty = ROOT / ".sitebench" / "no-references.yaml"
     empty.parent.mkdir(exist_ok=True)
     empty.write_text("{}\n")
-    return {**spack.environ(), "SITEBENCH_REFERENCES": str(empty)}
+    # One toolchain, the first (GCC with Open MPI on Debian): these tests are about the
+    # checks' sanity, which test_loop and test_toolchains run in every toolchain.
+    return {
+        **spack.environ(),
+        "SITEBENCH_REFERENCES": str(empty),
+        "SITEBENCH_TOOLCHAINS": first_local_toolchain(),
+    }
+
+
+def first_local_toolchain():
+    """The name of the local site's first detected toolchain."""
+    import yaml
+
+    from sitebench.sites import toolchains
+
+    data = yaml.safe_load(toolchains.detected_file().read_text()) or {}
+    return data["toolchains"][0]["name"]
 
 
 @contextlib.contextmanager

@@ -4,7 +4,9 @@ The local site's ReFrame configuration is loaded unchanged except for the partit
 ``spack_environment``, which names a temporary environment whose roots are already built
 (:func:`conftest.build_in_temp_env`); a table of installed roots (``SITEBENCH_INSTALLED_ROOTS``,
 as ``./sitebench run`` writes it) lets the build fixtures copy their line without starting
-Spack. Used by tests/test_jacobi_ring_pages.py and to measure the references.
+Spack. The environment's plain specs are built with the site's preferred MPI (its first
+toolchain's), so the checks run in that toolchain only (``SITEBENCH_TOOLCHAINS``). Used by
+tests/test_jacobi_ring_pages.py and to measure the references.
 """
 
 import json
@@ -27,6 +29,18 @@ def write_config(tmp, env_dir, site="local"):
         f"    _part['extras']['spack_environment'] = {str(env_dir)!r}\n"
     )
     return config
+
+
+def first_toolchain(site):
+    from conftest import first_local_toolchain
+
+    sys.path.insert(0, str(ROOT / "src"))
+    from sitebench.sites import toolchains
+    from sitebench.sites.site import Site
+
+    if site == "local":
+        return first_local_toolchain()
+    return toolchains.load(Site.resolve(site))[0].name
 
 
 def installed_roots(spack, env_dir, tmp):
@@ -55,6 +69,7 @@ def run(
     report = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
     env = {
         **spack.environ(),
+        "SITEBENCH_TOOLCHAINS": first_toolchain(site),
         **(env or {}),
         "SITEBENCH_INSTALLED_ROOTS": str(installed_roots(spack, env_dir, tmp)),
     }

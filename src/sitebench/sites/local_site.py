@@ -59,7 +59,7 @@ def is_detected():
     return (
         (spack_dir() / "packages.yaml").is_file()
         and topology_file().is_file()
-        and toolchains.detected_file().is_file()
+        and (paths.site_config_dir(SITE) / toolchains.DETECTED).is_file()
     )
 
 
@@ -371,7 +371,7 @@ def write_toolchains(packages):
             "libopenmpi-dev) and rerun `./sitebench detect --redetect`",
         )
     write_atomic(
-        toolchains.detected_file(),
+        paths.site_config_dir(SITE) / toolchains.DETECTED,
         "# Detected on this machine by `sitebench detect`; not in git. Each toolchain is\n"
         "# built and run (sitebench/sites/toolchains.py); edit to drop one.\n"
         + yaml.safe_dump({"toolchains": [tc.as_dict() for tc in parsed]}, sort_keys=False),

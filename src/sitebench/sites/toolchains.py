@@ -165,9 +165,17 @@ def parse(data, rel):
     return found, problems
 
 
+#: The local site's detected toolchains, beside its topology (not in git).
+DETECTED = "toolchains.yaml"
+
+
 def detected_file():
-    """The local site's detected toolchains (not in git)."""
-    return paths.site_config_dir("local") / "toolchains.yaml"
+    """The local site's detected toolchains to read: under the sites' root, else this
+    checkout's (a site of a moved root that builds with the local environment, whose Spack
+    configuration that environment includes from this checkout)."""
+    here = paths.site_config_dir("local") / DETECTED
+    own = paths.ROOT / "site-configs" / "local" / DETECTED
+    return here if here.is_file() or not own.is_file() else own
 
 
 def declared(site_name, settings):
@@ -377,6 +385,13 @@ def _owner_dir(config_dir):
     settings = (yaml.safe_load(path.read_text()) or {}) if path.is_file() else {}
     owner = settings.get("environment", config_dir.name)
     if owner != config_dir.name:
+        for place in (
+            config_dir.parent,
+            paths.site_config_dir(owner).parent,
+            paths.ROOT / "site-configs",
+        ):
+            if (place / owner).is_dir():
+                return _owner_dir(place / owner)
         return _owner_dir(config_dir.parent / owner)
     return config_dir, settings
 
