@@ -239,6 +239,29 @@ def lost_help(stderr):
     return bool(_LOST_HELP.search(stderr))
 
 
+def output_problems(stdout, kind, version, min_size, max_size, because=""):
+    """(problems, complete) of OSU's own output, whatever the MPI: the test it ran, its
+    version and a result for every size; ``complete`` is None where it cannot be read, else
+    whether every size has its result. ``because``: the MPI's own words, appended."""
+    try:
+        result = parse(stdout)
+    except ParseError as err:
+        return [f"{err}{because}"], None
+    found = []
+    if result.kind != kind:
+        found.append(f"OSU ran the {result.kind} test, expected {kind}")
+    if version and result.version != version:
+        found.append(f"OSU printed v{result.version}, the binary was built as {version}")
+    missing = missing_sizes(result, min_size, max_size)
+    if missing:
+        found.append(
+            f"OSU {result.kind} has no result for {len(missing)} message sizes "
+            f"({', '.join(map(str, missing))} B): truncated run, or -m below {max_size}"
+            f"{because}"
+        )
+    return found, not missing
+
+
 def problems(
     stdout,
     stderr,
@@ -268,23 +291,10 @@ def problems(
             "; Open MPI's help messages were garbled (ORTE_ERROR_LOG in show_help.c), "
             "its reason may be missing: rerun to see it"
         )
-    try:
-        result = parse(stdout)
-    except ParseError as err:
-        return [f"{err}{because}"]
-    found = []
-    if result.kind != kind:
-        found.append(f"OSU ran the {result.kind} test, expected {kind}")
-    if version and result.version != version:
-        found.append(f"OSU printed v{result.version}, the binary was built as {version}")
-    missing = missing_sizes(result, min_size, max_size)
-    if missing:
-        found.append(
-            f"OSU {result.kind} has no result for {len(missing)} message sizes "
-            f"({', '.join(map(str, missing))} B): truncated run, or -m below {max_size}"
-            f"{because}"
-        )
-    elif mpi_failed(stderr):
+    found, complete = output_problems(stdout, kind, version, min_size, max_size, because)
+    if complete is None:
+        return found
+    if complete and mpi_failed(stderr):
         found.append(f"Open MPI reported a failure: {said}")
     problem = mapping_problem(bindings(stderr), mapping, cores_per_node=cores_per_node)
     if problem:
@@ -408,23 +418,12 @@ def mpich_problems(
     because = f"; MPICH: {said}" if said else ""
     if exitcode:
         because += f"; mpirun exited with code {exitcode}"
-    try:
-        result = parse(without_hydra_bindings(stdout))
-    except ParseError as err:
-        return [f"{err}{because}"]
-    found = []
-    if result.kind != kind:
-        found.append(f"OSU ran the {result.kind} test, expected {kind}")
-    if version and result.version != version:
-        found.append(f"OSU printed v{result.version}, the binary was built as {version}")
-    missing = missing_sizes(result, min_size, max_size)
-    if missing:
-        found.append(
-            f"OSU {result.kind} has no result for {len(missing)} message sizes "
-            f"({', '.join(map(str, missing))} B): truncated run, or -m below {max_size}"
-            f"{because}"
-        )
-    elif said:
+    found, complete = output_problems(
+        without_hydra_bindings(stdout), kind, version, min_size, max_size, because
+    )
+    if complete is None:
+        return found
+    if complete and said:
         found.append(f"MPICH reported a failure: {said}")
     bound = hydra_bindings(stdout, places)
     if sorted(bound) != [0, 1]:
