@@ -421,7 +421,13 @@ def test_selected_count_pulls_in_the_one_thread_run(tmp_path, spack):
     assert all_["num_threads"] == all_["bound_cpus"] > 1
     # Both outputs were kept: the 1-thread run was cleaned up after its dependent passed.
     for case in (one, all_):
-        out = tmp_path / "output/local/default/gnu" / case["short_name"] / "rfm_job.out"
+        out = (
+            tmp_path
+            / "output/local/default"
+            / case["environ"]
+            / case["short_name"]
+            / "rfm_job.out"
+        )
         assert "[HOOKS] Total time spent in ROI" in out.read_text()
 
 
