@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import first_local_toolchain
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC_FORMAT = "{prefix}\t{name}@{version}{variants} arch={architecture} /{hash}"
 
@@ -29,18 +31,6 @@ def write_config(tmp, env_dir, site="local"):
         f"    _part['extras']['spack_environment'] = {str(env_dir)!r}\n"
     )
     return config
-
-
-def first_toolchain(site):
-    from conftest import first_local_toolchain
-
-    sys.path.insert(0, str(ROOT / "src"))
-    from sitebench.sites import toolchains
-    from sitebench.sites.site import Site
-
-    if site == "local":
-        return first_local_toolchain()
-    return toolchains.load(Site.resolve(site))[0].name
 
 
 def installed_roots(spack, env_dir, tmp):
@@ -69,7 +59,7 @@ def run(
     report = tmp / f"report-{len(list(tmp.glob('report-*')))}.json"
     env = {
         **spack.environ(),
-        "SITEBENCH_TOOLCHAINS": first_toolchain(site),
+        "SITEBENCH_TOOLCHAINS": first_local_toolchain(),
         **(env or {}),
         "SITEBENCH_INSTALLED_ROOTS": str(installed_roots(spack, env_dir, tmp)),
     }

@@ -313,7 +313,7 @@ def test_local_site_builds_each_benchmark_against_its_toolchains_mpi(spack):
     binaries = {"hpl": "bin/xhpl", "npb": "bin/is.A.x", "osu-micro-benchmarks": None}
     for name, wanted_lib in (("gcc-mpich", "libmpich.so"), ("gcc-openmpi", "libmpi.so")):
         tc = declared[name]
-        extras = {"mpi": tc.mpi, "compilers": tc.compilers}
+        extras = tc.extras()
         for package, binary in binaries.items():
             digest = toolchain_roots.root_for(prepared.env_dir, package, extras)
             assert digest, f"no {package} root for {name} in {prepared.env_dir}/spack.lock"

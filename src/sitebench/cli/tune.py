@@ -161,7 +161,7 @@ def command(args):
 
     # The trials launch with Open MPI's mpirun options (--bind-to core): the site's first
     # Open MPI toolchain is tuned, and the input it finds serves the site's HPL check.
-    openmpi = [t for t in toolchains.load(site) if t.mpi.split("@")[0] == "openmpi"]
+    openmpi = [t for t in toolchains.load(site) if t.mpi_name == "openmpi"]
     if not openmpi:
         raise SitebenchError(
             f"site {site} has no Open MPI toolchain: the tuner launches with Open MPI's mpirun",

@@ -327,7 +327,8 @@ def problems(
 #     [...] [vm:31425:0]  ucp_worker.c:1763 UCX  INFO    ep_cfg[0]: tag(tcp/lo) rma_am(tcp/lo)
 #
 # Debian 12's MPICH 4.0.2 sends even between ranks of one host through UCX (UCX_TLS=tcp alone
-# turns 0.14 us into 4.2 us there), so these lanes are the transports that can carry messages.
+# turns a 1-byte latency of 0.14 us into 4.3 us there), so these lanes are the transports
+# that can carry messages.
 
 _HYDRA_BINDING = re.compile(r"^process (\d+) binding: ([01]+)[ \t]*\n?", re.MULTILINE)
 _UCX_EP_CFG = re.compile(r"UCX\s+INFO\s+ep_cfg\[\d+\]: (.*)$", re.MULTILINE)

@@ -312,8 +312,7 @@ def installed_xhpl(spack, env_dir, site="local", toolchain=None):
 
     root = None
     if toolchain is not None:
-        extras = {"mpi": toolchain.mpi, "compilers": toolchain.compilers}
-        root = toolchain_roots.root_for(env_dir, "hpl", extras)
+        root = toolchain_roots.root_for(env_dir, "hpl", toolchain.extras())
     proc = spack.run(
         "-e",
         env_dir,

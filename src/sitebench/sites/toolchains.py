@@ -74,6 +74,20 @@ class Toolchain:
         ]
         return parts + [{"spec": f"%mpi={self.mpi}", "when": "%mpi"}]
 
+    @property
+    def mpi_name(self):
+        """The MPI's Spack package name, without a version."""
+        return self.mpi.split("@")[0]
+
+    def extras(self):
+        """The ReFrame environment's ``extras``: what a build fixture finds its root by
+        (sitebench/spack/toolchain_roots.py) and the checks launch and prove with."""
+        return {
+            "mpi": self.mpi_name,
+            "compilers": dict(self.compilers),
+            "launcher": self.launcher or DEFAULT_LAUNCHER.get(self.mpi_name, ""),
+        }
+
     def as_dict(self):
         data = {"name": self.name, **self.compilers, "mpi": self.mpi}
         if self.launcher:
@@ -266,7 +280,7 @@ def availability_problems(toolchains, packages, rel, root=""):
                         ),
                     )
                 )
-        mpi = tc.mpi.split("@")[0]
+        mpi = tc.mpi_name
         prefixes = mpi_prefixes(packages, mpi)
         if not prefixes:
             problems.append(
@@ -352,11 +366,11 @@ def reframe_environments(toolchains, packages, env_vars=()):
     """ReFrame environments, one per toolchain (see the module's docstring)."""
     environs, firsts = [], set()
     for tc in toolchains:
-        features = ["sitebench", "openmp", "mpi", f"mpi_{tc.mpi.split('@')[0]}"]
+        features = ["sitebench", "openmp", "mpi", f"mpi_{tc.mpi_name}"]
         if tc.compiler_set not in firsts:
             firsts.add(tc.compiler_set)
             features.append(NO_MPI_CHECKS)
-        bindir = mpi_bin(packages, tc.mpi.split("@")[0])
+        bindir = mpi_bin(packages, tc.mpi_name)
         variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
         environs.append(
             {
@@ -366,11 +380,7 @@ def reframe_environments(toolchains, packages, env_vars=()):
                 "cxx": "mpicxx",
                 "ftn": "mpifort",
                 "env_vars": variables + [list(v) for v in env_vars],
-                "extras": {
-                    "mpi": tc.mpi.split("@")[0],
-                    "compilers": dict(tc.compilers),
-                    "launcher": tc.launcher or DEFAULT_LAUNCHER.get(tc.mpi.split("@")[0], ""),
-                },
+                "extras": tc.extras(),
             }
         )
     return environs
