@@ -107,6 +107,14 @@ def test_missing_or_broken_references_stop_before_running(tmp_path, monkeypatch)
         runner.prepare(Site.resolve("demo"))
 
 
+def test_reframe_loads_every_check_once_quickest_build_first():
+    cmd = runner.reframe_command(Site.resolve("local"), "quick", "/prefix", "/report.json")
+    loaded = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-c"]
+    every = sorted(str(p) for p in (ROOT / "reframe-checks").glob("*.py"))
+    assert sorted(loaded) == every and len(loaded) == len(every) == 9
+    assert [os.path.basename(p) for p in loaded[:2]] == ["stream.py", "ring.py"]
+
+
 @pytest.mark.spack
 @pytest.mark.slow
 def test_run_twice_store_two_runs_and_compare(results_root, spack):
@@ -125,6 +133,8 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         cases = [c for r in report["runs"] for c in r["testcases"]]
         measured = [c for c in cases if c.get("perfvalues")]
         assert {c["name"].split()[0] for c in measured} == checks
+        # STREAM's build is the quickest: its figures come first (runner.FIRST_CHECKS).
+        assert measured[0]["name"].startswith("StreamCheck"), measured[0]["name"]
         # Every case that ran was measured: none skipped after its build, none failed early.
         ran = [c for c in cases if not c.get("fixture") and c["result"] != "skip"]
         assert len(ran) == len(measured), [c["name"] for c in ran if c not in measured]

@@ -268,7 +268,7 @@ def _clean_env():
 def first_result_round(scratch):
     """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run."""
     clone = Path(scratch) / "clone"
-    marks = {}
+    marks, steps = {}, []
     start = time.monotonic()
     subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)
     marks["cloned"] = time.monotonic() - start
@@ -284,8 +284,10 @@ def first_result_round(scratch):
             text=True,
         )
         for line in proc.stdout:
-            out.write(line)
             elapsed = time.monotonic() - start
+            out.write(f"{elapsed:7.1f} {line}")  # each line's second: where the time went
+            if line.startswith("==> "):  # sitebench's and Spack's own steps
+                steps.append([round(elapsed, 1), line[4:].strip()[:160]])
             if line.startswith("==> ") and "reframe" in line and "ReFrame started" not in marks:
                 marks["ReFrame started"] = elapsed
             elif FIRST_FIGURE.search(ANSI.sub("", line)) and "first figure" not in marks:
@@ -301,7 +303,7 @@ def first_result_round(scratch):
             f"runs; its output is in {log} (the clone is kept beside it)",
             "read the log; perf measures a working suite",
         )
-    return marks, failed_cases(json.loads(stored[0].read_text()))
+    return marks, steps, failed_cases(json.loads(stored[0].read_text()))
 
 
 def first_result(rounds=1):
@@ -309,12 +311,13 @@ def first_result(rounds=1):
 
     A round builds the whole suite from the source mirror (about as long as a user's
     first day), so one round is the default; the clone is of the committed HEAD."""
-    marks, failed = [], []
+    marks, failed, steps = [], [], []
     for round_ in range(1, rounds + 1):
         scratch = Path(tempfile.mkdtemp(prefix="perf-first-result-"))
-        times, failures = first_result_round(scratch)  # on an error, kept to read
+        times, round_steps, failures = first_result_round(scratch)  # on an error, kept
         shutil.rmtree(scratch, ignore_errors=True)
         marks.append(times)
+        steps.append(round_steps)
         failed.append(failures)
         shown = ", ".join(f"{k} {v:.0f} s" for k, v in times.items())
         print(f"round {round_}: {shown}; failed: {', '.join(failures) or 'none'}", file=sys.stderr)
@@ -330,6 +333,8 @@ def first_result(rounds=1):
         "commit": commit,
         "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
         "failed checks per round": failed,
+        # [seconds since git clone, step] for each line sitebench or Spack began with "==> "
+        "steps per round": steps,
         "seconds since git clone": {key: spread([m[key] for m in marks]) for key in marks[0]},
     }
 
