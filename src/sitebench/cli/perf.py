@@ -37,6 +37,12 @@ def setup_parser(p):
         default=None,
         help="fresh clones built under `all` (default 1: each builds the whole suite)",
     )
+    p.add_argument(
+        "--cold-cache",
+        action="store_true",
+        help="first-result: the clone starts without the user's cache (~/.cache/sitebench), "
+        "as on a machine sitebench never ran on: Spack indexes its repository again",
+    )
 
 
 def command(args):

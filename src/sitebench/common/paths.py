@@ -12,6 +12,16 @@ def state_dir():
     return Path(os.environ.get("SITEBENCH_STATE_DIR", ROOT / ".sitebench")).resolve()
 
 
+def user_cache_dir():
+    """What every checkout of this user may share (Spack's repository indexes):
+    ``$SITEBENCH_CACHE_DIR``, else ``$XDG_CACHE_HOME/sitebench`` or ``~/.cache/sitebench``."""
+    given = os.environ.get("SITEBENCH_CACHE_DIR")
+    if given:
+        return Path(given).resolve()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base, "sitebench").resolve()
+
+
 def results_dir():
     """The results store; every run is a new directory under results/<site>/."""
     return Path(os.environ.get("SITEBENCH_RESULTS_DIR", ROOT / "results")).resolve()

@@ -265,9 +265,13 @@ def _clean_env():
     return env
 
 
-def first_result_round(scratch):
-    """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run."""
+def first_result_round(scratch, cold_cache=False):
+    """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run.
+    ``cold_cache``: without the user's cache (paths.user_cache_dir), as on a new machine."""
     clone = Path(scratch) / "clone"
+    env = _clean_env()
+    if cold_cache:
+        env["SITEBENCH_CACHE_DIR"] = str(Path(scratch) / "empty-user-cache")
     marks, steps = {}, []
     start = time.monotonic()
     subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)
@@ -277,7 +281,7 @@ def first_result_round(scratch):
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [str(clone / "sitebench"), "run"],
-            env=_clean_env(),
+            env=env,
             cwd=clone,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -306,7 +310,7 @@ def first_result_round(scratch):
     return marks, steps, failed_cases(json.loads(stored[0].read_text()))
 
 
-def first_result(rounds=1):
+def first_result(rounds=1, cold_cache=False):
     """Fresh clones, each from ``git clone`` to its first figure and its stored run.
 
     A round builds the whole suite from the source mirror (about as long as a user's
@@ -314,7 +318,7 @@ def first_result(rounds=1):
     marks, failed, steps = [], [], []
     for round_ in range(1, rounds + 1):
         scratch = Path(tempfile.mkdtemp(prefix="perf-first-result-"))
-        times, round_steps, failures = first_result_round(scratch)  # on an error, kept
+        times, round_steps, failures = first_result_round(scratch, cold_cache)  # kept on an error
         shutil.rmtree(scratch, ignore_errors=True)
         marks.append(times)
         steps.append(round_steps)
@@ -332,6 +336,7 @@ def first_result(rounds=1):
         "rounds": rounds,
         "commit": commit,
         "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
+        "user cache": "empty (--cold-cache)" if cold_cache else str(paths.user_cache_dir()),
         "failed checks per round": failed,
         # [seconds since git clone, step] for each line sitebench or Spack began with "==> "
         "steps per round": steps,
@@ -342,6 +347,7 @@ def first_result(rounds=1):
 def render_first_result(result):
     lines = [
         f"fresh clone of {result['commit']} to its first result, mirror {result['mirror']}, "
+        f"user cache {result.get('user cache', 'not recorded')}, "
         f"{result['rounds']} round(s), median [min-max]"
     ]
     lines += render_figures(result["seconds since git clone"], "s", digits=1)

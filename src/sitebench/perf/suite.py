@@ -50,7 +50,7 @@ def _first_result(args):
     # One round unless asked: each builds the whole suite from the mirror.
     alone = args.benchmark == "first-result"
     rounds = args.rounds if alone else (args.first_result_rounds or 1)
-    return harness.first_result(rounds=rounds), harness.render_first_result
+    return harness.first_result(rounds, args.cold_cache), harness.render_first_result
 
 
 #: name -> function(args) returning (result, its renderer); ``all`` runs them in this order.

@@ -21,7 +21,7 @@ from sitebench.run.spack_build import INSTALLED_ROOTS
 from sitebench.sites import local_site, qemu_site, toolchains
 from sitebench.sites.validate import validate_site
 from sitebench.spack import environment, installed_roots
-from sitebench.spack import pinned
+from sitebench.spack import pinned, repo_index
 
 
 def site_topology(site):
@@ -57,6 +57,7 @@ def prepare(site):
     env_dir = environment.ensure_concretized(
         spack, site.environment_dir, paths.site_config_dir(site.environment), version, builtin
     )
+    repo_index.keep(spack, builtin)  # Spack has indexed the repository by now
     return Prepared(spack, version, builtin, env_dir)
 
 

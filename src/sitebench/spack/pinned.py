@@ -28,6 +28,7 @@ import yaml
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
+from sitebench.spack import repo_index
 
 SPACK_VERSION = "1.1.0"
 SPACK_REF = "v1.1.0"
@@ -252,5 +253,8 @@ def setup():
     """Locate, check and configure Spack; return a ready :class:`Spack`."""
     spack = locate()
     spack.check_version()
-    spack.write_scope(builtin_repo(), mirror_url())
+    builtin = builtin_repo()
+    spack.write_scope(builtin, mirror_url())
+    if repo_index.seed(spack, builtin):  # a fresh checkout need not index it again
+        print("==> Spack's repository indexes copied from the user's cache", file=sys.stderr)
     return spack
