@@ -310,6 +310,10 @@ def first_result_round(scratch, cold_cache=False):
     return marks, steps, failed_cases(json.loads(stored[0].read_text()))
 
 
+#: Issue 19: a fresh clone's first figure within this many seconds (warm source mirror).
+FIRST_FIGURE_GOAL_S = 150
+
+
 def first_result(rounds=1, cold_cache=False):
     """Fresh clones, each from ``git clone`` to its first figure and its stored run.
 
@@ -341,6 +345,11 @@ def first_result(rounds=1, cold_cache=False):
         # [seconds since git clone, step] for each line sitebench or Spack began with "==> "
         "steps per round": steps,
         "seconds since git clone": {key: spread([m[key] for m in marks]) for key in marks[0]},
+        "ratios": {
+            f"first figure / {FIRST_FIGURE_GOAL_S} s": ratio(
+                [m["first figure"] for m in marks], [FIRST_FIGURE_GOAL_S] * rounds
+            )
+        },
     }
 
 
@@ -351,5 +360,7 @@ def render_first_result(result):
         f"{result['rounds']} round(s), median [min-max]"
     ]
     lines += render_figures(result["seconds since git clone"], "s", digits=1)
+    if result.get("ratios"):  # files before issue 19 have none
+        lines += render_ratios(result["ratios"])
     lines += render_failures(result["failed checks per round"], "stored all the same")
     return "\n".join(lines)
