@@ -72,10 +72,14 @@ site_configuration = {
     "general": [
         {
             "topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology"),
-            # A local job is polled cheaply: at least 5 times a second, so a finished
-            # benchmark is noticed within 0.2 s, not after ReFrame's decayed sleep of up to
-            # 3.7 s (measured: 334 polls slept 185 s over a 225 s quick suite).
-            "poll_rate_min": 5,
+            # A local job is polled cheaply. ReFrame starts at poll_rate_max and decays to
+            # poll_rate_min: 50 a second first, so the many sub-second launches (OSU, NPB
+            # class A) are noticed within 20 ms, not after the default first sleep of 0.1 s;
+            # then at least 10 a second (a long benchmark noticed within 0.1 s, not after
+            # ReFrame's decayed sleep of up to 3.7 s: 334 polls slept 185 s over a 225 s
+            # quick suite), each a cheap wait on the job's process.
+            "poll_rate_max": 50,
+            "poll_rate_min": 10,
         }
     ],
     "logging": [
