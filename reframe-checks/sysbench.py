@@ -60,6 +60,13 @@ def read_output(stagedir, name):
         return fp.read()
 
 
+#: sysbench retries a transaction that hit a deadlock or a lock wait timeout and counts it
+#: as an ignored error, so a rare one does not spoil the run: 2 threads on the quick
+#: table deadlocked once in 27,223 transactions in a CI run (fixture stage-one-deadlock).
+#: Above this share, the figure measures contention (8 threads on 10 rows: 748 in 2,382).
+MAX_IGNORED_ERRORS_PER_TRANSACTION = 1 / 1000
+
+
 def verdict(stagedir, num_threads, table_size, tables):
     """Why the run in ``stagedir`` failed, as one message naming the cause; None if it passed.
 
@@ -84,10 +91,12 @@ def verdict(stagedir, num_threads, table_size, tables):
         return f"sysbench prepare inserted {rows}, expected {wanted}"
     if result.threads != num_threads:
         return f"sysbench ran {result.threads} threads, expected {num_threads}"
-    if result.ignored_errors:
+    if result.ignored_errors > result.transactions * MAX_IGNORED_ERRORS_PER_TRANSACTION:
         return (
             f"sysbench counted {result.ignored_errors} ignored errors (deadlocks, lock wait "
-            f"timeouts), expected 0"
+            f"timeouts) in {result.transactions} transactions, more than 1 in "
+            f"{round(1 / MAX_IGNORED_ERRORS_PER_TRANSACTION)}: the run measured lock "
+            f"contention, not the server's throughput"
         )
     if result.reconnects:
         return f"sysbench reconnected {result.reconnects} times to the server, expected 0"
@@ -116,7 +125,8 @@ class SysbenchCheck(SitebenchBenchmark):
     Sanity: the server answered and was alive after the run, then shut down
     cleanly ("MariaDB server died during the run: <its log>" otherwise, the log
     kept); prepare inserted ``table_size`` rows per table; the run printed its
-    statistics with ``num_threads`` threads, 0 errors and 0 reconnects.
+    statistics with ``num_threads`` threads, at most 1 ignored error (a deadlock, retried)
+    per 1000 transactions and 0 reconnects.
     Fixtures: :class:`SysbenchBuild`, :class:`MariadbBuild`.
     """
 

@@ -159,6 +159,11 @@ def stage_copy(tmp_path, name):
     return tmp_path / name
 
 
+def test_too_many_ignored_errors_name_the_share():
+    found = check.verdict(FIX / "stage-ignored-errors", 8, 10, 1)
+    assert "748 ignored errors" in found and "in 2382 transactions, more than 1 in 1000" in found
+
+
 @pytest.mark.parametrize(
     "stage, threads, table_size, problem",
     [
@@ -166,7 +171,9 @@ def stage_copy(tmp_path, name):
         ("stage-quick-t2", 2, 100_000, None),
         ("stage-quick-t1", 2, 100_000, "sysbench ran 1 threads, expected 2"),
         ("stage-quick-t2", 2, 1_000_000, "sysbench prepare inserted {'sbtest1': 100000}"),
-        ("stage-ignored-errors", 8, 10, "sysbench counted 748 ignored errors"),
+        ("stage-ignored-errors", 8, 10, "sysbench counted 748 ignored errors (deadlocks"),
+        # One deadlock in 27,223 transactions, retried by sysbench: the run stands.
+        ("stage-one-deadlock", 2, 100_000, None),
         (
             "stage-server-killed",
             2,
