@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sitebench.spack import repo_index
+from sitebench.spack import pinned, repo_index
 
 INDEX = "providers/builtin-specfile_v5-index.json"
 
@@ -26,13 +26,13 @@ def git_checkout(path, files):
 
 
 class FakeSpack:
-    """What repo_index uses of a Spack: its root and its cache folder."""
+    """What repo_index uses of a Spack: its commit and its cache folder."""
 
     def __init__(self, root, cache_dir):
         self.root, self.cache_dir = root, cache_dir
 
-    def resolve_root(self):
-        return str(self.root)
+    def commit(self):
+        return pinned.git_commit(self.root)
 
 
 @pytest.fixture
@@ -96,7 +96,6 @@ def test_an_unwritable_user_cache_leaves_spack_to_index(tmp_path, checkouts, mon
 def test_spack_uses_a_seeded_index_without_rebuilding_it(spack, tmp_path, monkeypatch):
     """The pinned Spack, with an empty cache seeded from the user's: the index it reads
     for ``spack providers`` is the copy (a rebuild would rewrite the file)."""
-    from sitebench.spack import pinned
 
     builtin = pinned.builtin_repo()
     if repo_index.shared_dir(spack, builtin) is None:

@@ -24,19 +24,20 @@ INDEXES = ("providers", "tags", "patches")
 NAMESPACE = "builtin"
 
 
-def _commit(checkout, top, clean=False):
-    """The commit of the git checkout whose top level is ``top``, holding ``checkout``;
-    None if there is none, or (with ``clean``) if its tracked files were changed."""
+def _clean_commit(repository):
+    """The commit of the spack-packages checkout holding ``repository`` (its top level is
+    ``repos/spack_repo/<namespace>``'s grandparent's parent); None if it is no such checkout
+    or its tracked files were changed."""
 
     def git(*args):
         return subprocess.run(
-            ["git", "-C", str(checkout), *args], capture_output=True, text=True, check=False
+            ["git", "-C", str(repository), *args], capture_output=True, text=True, check=False
         )
 
     found = git("rev-parse", "--show-toplevel", "HEAD").stdout.splitlines()
-    if len(found) != 2 or Path(found[0]).resolve() != Path(top).resolve():
+    if len(found) != 2 or Path(found[0]).resolve() != Path(repository).parents[2].resolve():
         return None
-    if clean and git("status", "--porcelain", "--untracked-files=no").stdout.strip():
+    if git("status", "--porcelain", "--untracked-files=no").stdout.strip():
         return None
     return found[1]
 
@@ -44,9 +45,8 @@ def _commit(checkout, top, clean=False):
 def shared_dir(spack, builtin_repo):
     """The user's folder of indexes for this Spack and this builtin repository, or None
     (either is not a git checkout of its own, or the repository has local changes)."""
-    root = spack.resolve_root()
-    spack_commit = _commit(root, root)
-    packages_commit = _commit(builtin_repo, Path(builtin_repo).parents[2], clean=True)
+    spack_commit = spack.commit()  # as provenance records it
+    packages_commit = _clean_commit(builtin_repo)
     if not (spack_commit and packages_commit):
         return None
     return paths.user_cache_dir() / "spack-indexes" / f"{spack_commit}-{packages_commit}"
@@ -62,19 +62,25 @@ def _index_files(folder):
         yield from Path(folder, index).glob(f"{NAMESPACE}-*-index.json")
 
 
+def _copy_indexes(source, target):
+    """Copy ``source``'s index files into ``target``; return how many (a failure stops)."""
+    copied = 0
+    for index in _index_files(source):
+        try:
+            _copy(index, target / index.relative_to(source))
+        except OSError:
+            break
+        copied += 1
+    return copied
+
+
 def seed(spack, builtin_repo):
     """Copy the user's indexes into ``spack``'s cache if it has none; return how many."""
     own = spack.cache_dir / "cache"
     if any(_index_files(own)):
         return 0
     shared = shared_dir(spack, builtin_repo)
-    copied = 0
-    for source in _index_files(shared) if shared else ():
-        try:
-            _copy(source, own / source.relative_to(shared))
-        except OSError:
-            break
-        copied += 1
+    copied = _copy_indexes(shared, own) if shared else 0
     if copied:
         _kept_marker(own).touch()  # they came from the user's cache: nothing to keep
     return copied
@@ -86,14 +92,14 @@ def keep(spack, builtin_repo):
     if _kept_marker(own).exists() or not any(_index_files(own)):
         return 0
     shared = shared_dir(spack, builtin_repo)
-    kept = 0
-    if shared and not any(_index_files(shared)):
-        for source in _index_files(own):
-            try:
-                _copy(source, shared / source.relative_to(own))
-            except OSError:
-                return kept  # tried again next time
-            kept += 1
+    if shared is None:
+        kept = 0
+    elif any(_index_files(shared)):
+        kept = 0  # another checkout kept them
+    else:
+        kept = _copy_indexes(own, shared)
+        if kept < len(list(_index_files(own))):
+            return kept  # tried again next time
     _kept_marker(own).touch()
     return kept
 
