@@ -8,6 +8,7 @@ import json
 import re
 import os
 import shutil
+import subprocess
 import uuid
 
 import pytest
@@ -18,6 +19,7 @@ from test_validate import cli, local_toolchains, recorded_vm
 from sitebench.sites import onboard
 
 from sitebench.common import paths
+from sitebench.common.files import reframe_executable
 
 from sitebench.sites import toolchains, validate
 from sitebench.common.errors import SitebenchError
@@ -207,6 +209,27 @@ def test_slurm_partitions_from_the_recorded_sinfo(sites_root):
     assert "partition local: scheduler slurm, launcher srun, 1 nodes" in report.render()
     assert "SLURM_MPI_TYPE=pmix" in report.render()
     validate.validate_site("vm-slurm")
+
+
+def test_only_the_local_site_polls_its_jobs_every_20_ms(sites_root):
+    """A local job is polled by a wait on its process, a Slurm site's by squeue or sacct: an
+    onboarded Slurm site copies the local site's settings but keeps ReFrame's default rates."""
+    onboard.onboard("vm-slurm", slurm=True, detection=vm())
+
+    def setting(site, name):
+        config = sites_root / "site-configs" / site / "reframe.py"
+        proc = subprocess.run(
+            [reframe_executable(), "-C", str(config), f"--show-config=general/0/{name}"],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip().splitlines()[-1]
+
+    assert [setting("local", n) for n in ("poll_rate_max", "poll_rate_min")] == ["50", "50"]
+    # ReFrame 4.10's defaults (its schemas/config.json): 10 a second, decaying to 0.1.
+    assert [setting("vm-slurm", n) for n in ("poll_rate_max", "poll_rate_min")] == ["10", "0.1"]
+    assert setting("vm-slurm", "topology_prefix") == setting("local", "topology_prefix")
 
 
 def test_several_partitions_node_shapes_and_states(sites_root):

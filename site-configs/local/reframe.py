@@ -71,19 +71,24 @@ site_configuration = {
     "environments": ENVIRONMENTS,
     "general": [
         {
+            # Only this site's jobs, each polled by a cheap wait on its process: every 20 ms
+            # (ReFrame's default starts at 10 a second and decays to 5, and a local job's end
+            # was noticed 75 ms late on average, 60 jobs a quick suite). Sites that copy these
+            # settings (local-slurm, onboarded ones) fall through to the entry below and keep
+            # ReFrame's default rates: there each poll is a call to squeue or sacct.
+            "target_systems": ["local"],
             "topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology"),
-            # A local job is polled cheaply. ReFrame starts at poll_rate_max and decays to
-            # poll_rate_min: 50 a second first, so the many sub-second launches (OSU, NPB
-            # class A) are noticed within 20 ms, not after the default first sleep of 0.1 s;
-            # then at least 10 a second (a long benchmark noticed within 0.1 s, not after
-            # ReFrame's decayed sleep of up to 3.7 s: 334 polls slept 185 s over a 225 s
-            # quick suite), each a cheap wait on the job's process.
             "poll_rate_max": 50,
-            "poll_rate_min": 10,
-        }
+            "poll_rate_min": 50,
+        },
+        {"topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology")},
     ],
     "logging": [
         {
+            # Not debug2: ReFrame formats every record its logger lets through with all the
+            # check's variables, its polling chatter included (3 debug2 records a poll), on
+            # the CPUs the benchmark runs on. Its log file keeps debug and above.
+            "level": "debug",
             "handlers_perflog": [
                 {
                     "type": "filelog",
@@ -123,7 +128,7 @@ site_configuration = {
                     "datefmt": "%FT%T%:z",
                     "append": True,
                 }
-            ]
+            ],
         }
     ],
 }
