@@ -219,17 +219,22 @@ def test_only_the_local_site_polls_its_jobs_every_20_ms(sites_root):
     def setting(site, name):
         config = sites_root / "site-configs" / site / "reframe.py"
         proc = subprocess.run(
-            [reframe_executable(), "-C", str(config), f"--show-config=general/0/{name}"],
+            [reframe_executable(), "-C", str(config), f"--show-config={name}"],
             capture_output=True,
             text=True,
         )
         assert proc.returncode == 0, proc.stderr
         return proc.stdout.strip().splitlines()[-1]
 
-    assert [setting("local", n) for n in ("poll_rate_max", "poll_rate_min")] == ["50", "50"]
+    rates = ("general/0/poll_rate_max", "general/0/poll_rate_min")
+    assert [setting("local", n) for n in rates] == ["50", "50"]
     # ReFrame 4.10's defaults (its schemas/config.json): 10 a second, decaying to 0.1.
-    assert [setting("vm-slurm", n) for n in ("poll_rate_max", "poll_rate_min")] == ["10", "0.1"]
-    assert setting("vm-slurm", "topology_prefix") == setting("local", "topology_prefix")
+    assert [setting("vm-slurm", n) for n in rates] == ["10", "0.1"]
+    prefix = "general/0/topology_prefix"
+    assert setting("vm-slurm", prefix) == setting("local", prefix)
+    # No debug records of the polls formatted on the benchmarks' CPUs, at either site.
+    assert setting("local", "logging/0/level") == setting("vm-slurm", "logging/0/level")
+    assert setting("local", "logging/0/level") == '"verbose"'
 
 
 def test_several_partitions_node_shapes_and_states(sites_root):
