@@ -1,9 +1,9 @@
 """One night: the lock, the suite (as ``./sitebench run``), drift, publishing, the alert and
 the log, ending in one of the exit codes of :mod:`.codes`.
 
-SIGTERM and SIGHUP end the night as Ctrl-C does: ReFrame, when running, is stopped by the
-run stage and the partial run stored marked partial; anywhere else the night stops where it
-is. Either way the lock is released, the alert says so and the exit code is 128 + signal.
+SIGINT (Ctrl-C), SIGTERM and SIGHUP end the night alike: ReFrame, when running, is stopped by
+the run stage and the partial run stored marked partial; anywhere else the night stops where
+it is. Either way the lock is released, the alert says so and the exit code is 128 + signal.
 """
 
 import signal
@@ -21,7 +21,7 @@ from sitebench.nightly.suite import run_once
 
 
 class Stopped(BaseException):
-    """A SIGTERM or SIGHUP arrived (raised like KeyboardInterrupt, never caught as an
+    """A stop signal arrived (raised like KeyboardInterrupt, never caught as an
     ordinary error)."""
 
     def __init__(self, signame):
@@ -33,11 +33,14 @@ def _raise_stopped(signum, _frame):
     raise Stopped(signal.Signals(signum).name)
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+#: SIGINT too, not left to Python's KeyboardInterrupt: Python leaves SIGINT ignored when its
+#: parent ignored it (a shell does, for what a script starts in the background), and such a
+#: night could not be stopped with it; `sitebench run` forwards it to ReFrame the same way.
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
 
 
 def _handle(handler):
-    """Set ``handler`` for SIGTERM and SIGHUP; return the previous ones (none off the main
+    """Set ``handler`` for :data:`STOP_SIGNALS`; return the previous ones (none off the main
     thread, where Python allows no handlers)."""
     try:
         return {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
