@@ -58,6 +58,9 @@ _partition = {
 if _processor():
     _partition["processor"] = _processor()
 
+#: Every site's general settings (the local site's entry adds its polling to them).
+_GENERAL = {"topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology")}
+
 site_configuration = {
     "systems": [
         {
@@ -77,11 +80,11 @@ site_configuration = {
             # that copy these settings (local-slurm, onboarded ones) fall through to the entry
             # below and keep ReFrame's default rates: there each poll is squeue or sacct.
             "target_systems": ["local"],
-            "topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology"),
+            **_GENERAL,
             "poll_rate_max": 50,
             "poll_rate_min": 50,
         },
-        {"topology_prefix": os.path.join(ROOT, ".sitebench", "reframe-topology")},
+        _GENERAL,
     ],
     "logging": [
         {
