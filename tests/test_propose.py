@@ -29,16 +29,20 @@ def store_run(root, name, triads, latency=None, arch="zen3", fingerprint=HOST):
         }
         for threads, value in triads.items()
     ]
-    if latency is not None:
+    # A latency per toolchain ({environ: value}) where the MPI check ran in several.
+    for environ, value in (latency if isinstance(latency, dict) else {None: latency}).items():
+        if value is None:
+            continue
         cases.append(
             {
                 "name": "OsuLatency",
                 "display_name": "OsuLatency %scale=quick %mapping=core",
                 "fixture": False,
+                "environ": environ,
                 "scale": "quick",
                 "mapping": "core",
                 "reference_keys": ["scale", "mapping"],
-                "perfvalues": {"local:default:latency": [latency, 0, None, None, "us", "pass"]},
+                "perfvalues": {"local:default:latency": [value, 0, None, None, "us", "pass"]},
             }
         )
     cases.append({"name": "StreamBuild", "fixture": True, "perfvalues": {}})
@@ -64,6 +68,23 @@ def test_median_and_tolerance_from_the_spread(tmp_path):
     # A latency loses upwards: the bound is on the upper side.
     latency = proposal["OsuLatency"]["zen3"]["quick"]["core"]["latency"]
     assert latency[0] == 1.0 and latency[1] is None and latency[2] > 0
+
+
+def test_a_check_run_in_two_toolchains_gets_a_reference_per_toolchain(tmp_path):
+    # MPICH's and Open MPI's small-message latency over shared memory in the stored run
+    # local/20261125T095540Z-bb645e (0.57 and 0.38 us): one pooled median would hold neither.
+    for i, (mpich, ompi) in enumerate([(0.57, 0.38), (0.58, 0.38), (0.56, 0.39)]):
+        latency = {"gcc-mpich": mpich, "gcc-openmpi": ompi}
+        store_run(tmp_path, f"2026010{i}T000000Z-aaaaa{i}", {1: 100.0}, latency=latency)
+    proposal, notes, _ = propose.propose("local", last=3, root=tmp_path)
+    osu = proposal["OsuLatency"]
+    assert osu["$index"] == ["$processor.arch", "toolchain", "scale", "mapping"]
+    # MPICH: MAD 0.01 -> 3 x 1.4826 x 0.01 / 0.57 = 0.078; Open MPI: no spread, the minimum.
+    assert osu["zen3"]["gcc-mpich"]["quick"]["core"]["latency"][:3] == [0.57, None, 0.08]
+    assert osu["zen3"]["gcc-openmpi"]["quick"]["core"]["latency"][:3] == [0.38, None, 0.05]
+    # STREAM ran in one toolchain: its index is the check's own.
+    assert proposal["StreamCheck"]["$index"] == ["$processor.arch", "scale", "num_threads"]
+    assert notes == []
 
 
 def test_only_the_last_runs_count(tmp_path):

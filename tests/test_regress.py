@@ -8,7 +8,7 @@ import time
 import pytest
 
 from conftest import FIXTURES, sitebench
-from sitebench.results import regress
+from sitebench.results import regress, summary
 from sitebench.common.errors import SitebenchError
 from sitebench.results import rundirs
 
@@ -18,16 +18,23 @@ HPL_REFERENCE = 81.606  # the fixture's own HPL figure
 NOISE = (1.0, 1.01, 0.99, 1.004, 0.996, 1.008, 0.993, 1.002)
 
 
-def store_run(factor=1.0, hpl_factor=None, result="pass"):
+def store_run(factor=1.0, hpl_factor=None, result="pass", mpich_hpl=None):
     """A run of site "local": the real report's figures times ``factor`` (HPL's times
-    ``hpl_factor``), each still judged ``result`` against its static reference."""
+    ``hpl_factor``), each still judged ``result`` against its static reference; with
+    ``mpich_hpl``, HPL also ran in a second toolchain, gcc-mpich, at that factor."""
     report = json.loads(json.dumps(REPORT))
-    for case in report["runs"][0]["testcases"]:
+    cases = report["runs"][0]["testcases"]
+    for case in cases:
         for name, entry in (case.get("perfvalues") or {}).items():
             entry[0] *= hpl_factor if hpl_factor and name.endswith(":gflops") else factor
             if name.endswith(":gflops"):
                 entry[1:4] = [HPL_REFERENCE, -0.1, None]  # as references.yaml would hold it
             entry[5:] = [result]
+    if mpich_hpl:
+        hpl = next(c for c in cases if c["display_name"].startswith("HplCheck "))
+        mpich = json.loads(json.dumps({**hpl, "environ": "gcc-mpich"}))
+        mpich["perfvalues"]["local:default:gflops"][0] = HPL_REFERENCE * mpich_hpl
+        cases.append(mpich)
     # Runs of one second sort by their random suffix: give each its own second.
     when = time.time() + next(SECONDS)
     incoming = rundirs.Incoming("local", when=when)
@@ -65,6 +72,31 @@ def test_faster_is_flagged_as_better_and_noise_is_not_flagged(results_root):
     store_run(1.0, hpl_factor=1.1)
     _, _, df = regress.check_site("local")
     assert drifted(df) == {("HplCheck", "gflops"): "better"}
+
+
+def test_each_toolchain_is_judged_against_its_own_history(results_root):
+    # HPL under MPICH at 0.8 of Open MPI's. Pooled, the history's median would sit between
+    # the two and its MAD be their gap: MPICH 10 % slower (z about -1.2) would pass unseen.
+    for f in NOISE:
+        store_run(f, mpich_hpl=0.8 * f)
+    last = store_run(1.0, mpich_hpl=0.72)
+    _, _, df = regress.check_site("local")
+    hpl = df[df["check"] == "HplCheck"].set_index("environ")
+    assert hpl.loc["gcc-mpich", "drift"] == "worse" and hpl.loc["gnu", "drift"] == ""
+    assert hpl.loc["gcc-mpich", "history_median"] == pytest.approx(0.8 * HPL_REFERENCE, 0.01)
+    assert drifted(df) == {("HplCheck", "gflops"): "worse"}
+    text = regress.render("local", last.name, [], df)
+    assert "[default%gcc-mpich] gflops" in text
+
+
+def test_the_summary_sets_each_toolchain_beside_its_own_earlier_runs(results_root):
+    for f in NOISE[:3]:
+        store_run(f, mpich_hpl=0.8 * f)
+    text = summary.summarize(store_run(1.0, mpich_hpl=0.8))
+    rows = [line.split() for line in text.splitlines() if line.lstrip().startswith("HplCheck")]
+    # One row per toolchain, each at x1.000 of its own median (pooled: x0.89 and x1.11).
+    assert sorted(row[2] for row in rows) == ["gcc-mpich", "gnu"], text
+    assert all("(x1.000, n=3)" in " ".join(row) for row in rows), text
 
 
 def test_a_short_history_is_not_judged(results_root):

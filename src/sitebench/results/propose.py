@@ -14,10 +14,12 @@ figure (rates, bandwidths, Mop/s...) loses downwards. Figures in bytes or
 counts (where a peak was, how many errors) and figures whose median is 0 get
 no reference: they describe the run, and sanity decides on errors.
 
-Only like with like: where the site's figures are per host (``local``; the store's ``host``),
-only the runs of the host of the site's newest run are used, and the proposal records that
-host's fingerprint as ``$host`` (:mod:`sitebench.sites.host`): the references then apply on
-that host only. Where one reference entry was measured at several problem sizes (the store's
+Only like with like: each toolchain apart (a check measured in several is indexed by
+``toolchain``: MPICH's latency is not Open MPI's); where the site's figures are per host
+(``local``; the store's ``host``), only the runs of the host of the site's newest run are
+used, and the proposal records that host's fingerprint as ``$host``
+(:mod:`sitebench.sites.host`): the references then apply on that host only. Where one
+reference entry was measured at several problem sizes (the store's
 ``problem``: HPL's N, NPB's class...), only the size of its newest run is used; the others
 are named in the notes.
 
@@ -64,9 +66,9 @@ def newest_host(con, site):
 
 
 def history(con, site, last, host_id=None):
-    """Per (check, arch, keys, key values, figure) over the site's last ``last`` runs (of
-    host ``host_id`` only, when given): unit, median, MAD, count, whether the keys are the
-    check's current index, and the problem sizes left out."""
+    """Per (check, arch, toolchain, keys, key values, figure) over the site's last ``last``
+    runs (of host ``host_id`` only, when given): unit, median, MAD, count, whether the keys
+    are the check's current index, and the problem sizes left out."""
     where_host = (
         "AND run IN (SELECT run FROM figures WHERE site = ? AND host = ?)" if host_id else ""
     )
@@ -85,26 +87,34 @@ def history(con, site, last, host_id=None):
               AND figure <> 'job_wall' AND isfinite(value)
         ), sizes AS (
             -- One problem size per entry: that of its newest run.
-            SELECT "check", arch, ref_keys, ref_index, figure,
+            SELECT "check", arch, environ, ref_keys, ref_index, figure,
                 arg_max(problem, run) AS size, list(DISTINCT problem) AS all_sizes
             FROM chosen GROUP BY ALL
         ), recent AS (
-            SELECT chosen.* FROM chosen JOIN sizes USING ("check", arch, ref_keys, ref_index, figure)
+            SELECT chosen.* FROM chosen JOIN sizes
+                ON chosen."check" = sizes."check" AND chosen.arch = sizes.arch
+                AND chosen.environ IS NOT DISTINCT FROM sizes.environ
+                AND chosen.ref_keys = sizes.ref_keys AND chosen.ref_index = sizes.ref_index
+                AND chosen.figure = sizes.figure
             WHERE chosen.problem IS NOT DISTINCT FROM sizes.size
         ), newest AS (
             -- The index each check declares in the newest run that has it.
             SELECT "check", arg_max(ref_keys, run) AS keys FROM recent
             WHERE ref_keys IS NOT NULL GROUP BY ALL
         )
-        SELECT "check", arch, ref_keys, ref_index, figure, any_value(unit) AS unit,
+        SELECT recent."check", recent.arch, recent.environ, recent.ref_keys, recent.ref_index,
+            recent.figure, any_value(unit) AS unit,
             median(value) AS median, mad(value) AS mad, count(*) AS n,
-            ref_keys = newest.keys AS current_index,
+            recent.ref_keys = newest.keys AS current_index,
             any_value(size) AS size, any_value(all_sizes) AS all_sizes
         FROM recent JOIN newest USING ("check") JOIN sizes
-            USING ("check", arch, ref_keys, ref_index, figure)
-        WHERE arch IS NOT NULL
-        GROUP BY "check", arch, ref_keys, ref_index, figure, newest.keys
-        ORDER BY "check", arch, ref_keys, ref_index, figure
+            ON recent."check" = sizes."check" AND recent.arch = sizes.arch
+            AND recent.environ IS NOT DISTINCT FROM sizes.environ
+            AND recent.ref_keys = sizes.ref_keys AND recent.ref_index = sizes.ref_index
+            AND recent.figure = sizes.figure
+        WHERE recent.arch IS NOT NULL
+        GROUP BY ALL
+        ORDER BY ALL
         """,
         [site, runs],
     ).fetchall()
@@ -156,14 +166,30 @@ def run_host(con, site, run, root=None):
     return host.of_run(json.loads(prov or "{}"), path)
 
 
+def _index_keys(check, keys, toolchains):
+    """The check's reference keys, after ``toolchain`` where it was measured in several."""
+    return ["toolchain", *keys] if len(toolchains[check]) > 1 else keys
+
+
 def build(rows, min_tolerance=MIN_TOLERANCE):
-    """The references mapping from :func:`history` rows, and notes on what was left out."""
+    """The references mapping from :func:`history` rows, and notes on what was left out.
+
+    A check measured in more than one toolchain (the store's ``environ``: the MPI checks of a
+    site with MPICH and Open MPI) is indexed by ``toolchain`` after the CPU, so each
+    toolchain is held to its own figures; a check measured in one keeps the plain index."""
+    toolchains = {}
+    for check, _, environ, *_ in rows:
+        toolchains.setdefault(check, set()).add(environ)
     proposal, notes = {}, []
-    for check, arch, keys_json, index_json, figure, unit, median, mad, n, current, *more in rows:
-        # ``more``: the problem size used and all sizes seen (from :func:`history`).
+    for row in rows:
+        check, arch, environ, keys_json, index_json, figure, unit, median, mad, n, current = row[
+            :11
+        ]
+        size, sizes = row[11:]  # the problem size used and all sizes seen
         keys, index = json.loads(keys_json), json.loads(index_json)
-        label = f"{check} {dict(zip(keys, index))} {figure}"
-        size, sizes = more if more else (None, [])
+        if len(toolchains[check]) > 1:
+            index = [environ, *index]
+        label = f"{check} {dict(zip(_index_keys(check, keys, toolchains), index))} {figure}"
         for other in sizes or []:
             if other != size:
                 notes.append(f"{label}: runs of problem size {shown_problem(other)!r} left out")
@@ -183,7 +209,9 @@ def build(rows, min_tolerance=MIN_TOLERANCE):
         noise = MAD_TO_SIGMA * mad / abs(median)
         tolerance = round(max(SIGMAS * noise, min_tolerance), 2)
         lower, upper = (None, tolerance) if unit in LOWER_IS_BETTER_UNITS else (-tolerance, None)
-        block = proposal.setdefault(check, {"$index": ["$processor.arch", *keys]})
+        block = proposal.setdefault(
+            check, {"$index": ["$processor.arch", *_index_keys(check, keys, toolchains)]}
+        )
         node = block.setdefault(arch, {})
         for key in index:
             node = node.setdefault(key, {})

@@ -1,7 +1,8 @@
 """Regression detection: a run's figures against the site's recent history.
 
 Static references say whether a figure is acceptable; a drift says it changed. For each
-figure of a run (same check, parameters, problem size, partition and CPU as in the history),
+figure of a run (same check, parameters, problem size, partition, toolchain and CPU as in the
+history: MPICH's latency is never judged against Open MPI's),
 the history is the site's ``history`` previous runs; where the site's figures are per host
 (``local``, and partitions with ``extras['host_references']``: the store's ``host``), only the
 previous runs of the same host (:mod:`sitebench.sites.host`), so a newcomer's machine is never
@@ -29,6 +30,7 @@ COLUMNS = [
     "params",
     "problem",
     "partition",
+    "environ",
     "figure",
     "unit",
     "value",
@@ -77,20 +79,22 @@ def drifts(con, site, run=None, history=20):
     df = con.execute(
         f"""
         WITH past AS (
-            SELECT "check", params, problem, partition, figure, arch, host,
+            SELECT "check", params, problem, partition, environ, figure, arch, host,
                 median(value) AS m, mad(value) AS mad, count(*) AS n
             FROM figures
             WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
               AND isfinite(value) AND figure <> 'job_wall'
             GROUP BY ALL
         )
-        SELECT now."check", now.params, now.problem, now.partition, now.figure, now.unit, now.value,
+        SELECT now."check", now.params, now.problem, now.partition, now.environ, now.figure,
+            now.unit, now.value,
             now.result, coalesce(past.n, 0) AS history_n, past.m AS history_median,
             (now.value - past.m) / greatest({MAD_TO_SIGMA} * past.mad,
                                             {SIGMA_FLOOR} * abs(past.m)) AS z
         FROM figures now LEFT JOIN past
             ON now."check" = past."check" AND now.params = past.params
             AND now.figure = past.figure AND now.partition IS NOT DISTINCT FROM past.partition
+            AND now.environ IS NOT DISTINCT FROM past.environ
             AND now.arch IS NOT DISTINCT FROM past.arch
             AND now.problem IS NOT DISTINCT FROM past.problem
             AND now.host IS NOT DISTINCT FROM past.host
@@ -117,6 +121,12 @@ def drifts(con, site, run=None, history=20):
 def check_site(site, run=None, history=20, results_root=None, warn=None, progress=None):
     con = store.open_store([site], results_root, warn, progress)
     return drifts(con, site, run, history)
+
+
+def _where(row):
+    """``partition%toolchain`` (as a compare side names them), or the partition alone."""
+    environ = row.get("environ")
+    return f"{row['partition']}%{environ}" if isinstance(environ, str) else str(row["partition"])
 
 
 def render(site, run, earlier, df, fmt="table"):
@@ -147,7 +157,7 @@ def render(site, run, earlier, df, fmt="table"):
         lines.append(
             f"  {row['drift'].upper():6} {row['check']} {row['params']} "
             f"{figures.shown_problem(row['problem'])} "
-            f"[{row['partition']}] {row['figure']}: {num(row['value'])} {row['unit']} vs "
+            f"[{_where(row)}] {row['figure']}: {num(row['value'])} {row['unit']} vs "
             f"median {num(row['history_median'])} of {row['history_n']} (z = {row['z']:+.1f}; "
             f"static check: {row['result']})"
         )

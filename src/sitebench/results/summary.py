@@ -1,9 +1,10 @@
 """After a run: each figure against its reference and against the site's earlier runs.
 
 The earlier runs are read from the results store (one query, however long the history):
-those of the same problem size (the store's ``problem``) and, where the site's figures are per
-host (``local``), of the same host only. Where the site's references belong to another host
-(or name none), the summary says so in one line, and how to make this machine's.
+those of the same problem size (the store's ``problem``) and toolchain (``environ``) and,
+where the site's figures are per host (``local``), of the same host only. Where the site's
+references belong to another host (or name none), the summary says so in one line, and how
+to make this machine's.
 """
 
 import pandas as pd
@@ -50,7 +51,7 @@ def summarize(run_path, root=None):
     ).df()
     earlier = con.execute(
         """
-        SELECT "check", params, problem, partition, host, figure, median(value) AS median,
+        SELECT "check", params, problem, partition, environ, host, figure, median(value) AS median,
             count(*) AS n, arg_max(value, run) AS previous
         FROM figures
         WHERE site = ? AND run < ? AND figure <> 'job_wall' AND isfinite(value)
@@ -79,11 +80,11 @@ def summarize(run_path, root=None):
         lines.append(why)
     if now.empty:
         return "\n".join(lines + ["(no performance figures: see ReFrame's output above)"])
-    keys = ["check", "params", "problem", "partition", "host", "figure"]
+    # Each toolchain against its own earlier figures (MPICH's latency is not Open MPI's).
+    keys = ["check", "params", "problem", "partition", "environ", "host", "figure"]
     # NULL (site-wide) host and problem must match each other in the merge.
-    table = now.fillna({"host": "", "problem": ""}).merge(
-        earlier.fillna({"host": "", "problem": ""}), on=keys, how="left"
-    )
+    blanks = {"host": "", "problem": "", "environ": ""}
+    table = now.fillna(blanks).merge(earlier.fillna(blanks), on=keys, how="left")
     shown = pd.DataFrame(
         {
             "check": table["check"],
@@ -105,6 +106,8 @@ def summarize(run_path, root=None):
     )
     if not shown["problem"].astype(bool).any():
         shown = shown.drop(columns="problem")
+    if now["environ"].nunique() > 1:
+        shown.insert(2, "toolchain", table["environ"])
     if now["partition"].nunique() > 1:
         shown.insert(2, "partition", table["partition"])
     lines.append(shown.to_string(index=False))
