@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, sitebench
+from conftest import ROOT, first_local_toolchain, sitebench
 from sitebench.common.errors import SitebenchError
 from sitebench.nightly import codes, lock, logs, schedule, systemd, when
 from sitebench.nightly.night import run_night
 from sitebench.nightly.suite import Outcome
 from sitebench.results.exchange import Published
+from sitebench.sites import toolchains
 from sitebench.sites.site import Site
 
 SITE = "nightsite"
@@ -150,6 +151,25 @@ def test_could_not_run_exits_3_and_alerts(night_env):
     alert = night_env["alerts"].read_text()
     assert "could not run (exit 3)" in alert and "Spack 0.9 found" in alert
     assert "install Spack 1.1.0" in alert
+
+
+@pytest.mark.reliability_input
+def test_a_night_naming_a_toolchain_the_site_lacks_could_not_run(night_env, monkeypatch):
+    # The local site, detected by the tests' conftest: its toolchains are known.
+    monkeypatch.delenv("SITEBENCH_SITES_ROOT")
+    monkeypatch.setenv(toolchains.SELECTED, "")  # the night sets it; restored after the test
+    # The real suite: the name is refused before Spack is set up or anything built or run.
+    assert run_night("local", toolchains=["nope"], echo=False) == codes.NOT_RUN
+    (log,) = logs.night_logs(night_env["tmp"] / "state" / "nightly" / "local" / "logs")
+    text = log.read_text()
+    assert ", toolchains nope" in text.splitlines()[0]
+    assert "could not run: toolchain 'nope' is not one of the site's" in text
+    assert f"use one of: {first_local_toolchain()}" in text and "==> " not in text
+    # Refused when the schedule is installed, not only when it fires.
+    proc = sitebench(
+        "nightly", "install", "--site", "local", "--at", "02:00", "--toolchain", "nope"
+    )
+    assert proc.returncode == 2 and "toolchain 'nope' is not one of the site's" in proc.stderr
 
 
 def test_a_crash_of_sitebench_itself_is_a_verdict_with_its_traceback(night_env):
@@ -542,6 +562,8 @@ def test_systemd_units_pass_systemd_analyze_verify(night_env, verify, system, mo
             "01:05",
             "--via",
             "systemd",
+            "--toolchain",
+            first_local_toolchain(),
             "--",
             "-n",
             "StreamCheck",
@@ -554,7 +576,11 @@ def test_systemd_units_pass_systemd_analyze_verify(night_env, verify, system, mo
         )
     service, timer = (p.read_text() for p in units)
     assert "OnCalendar=*-*-* 01:05:00" in timer
-    assert f'ExecStart="{ROOT}/sitebench" "nightly" "run" "--site" "{SITE}" "--" "-n"' in service
+    named = "" if system else f'"--toolchain" "{first_local_toolchain()}" '
+    assert (
+        f'ExecStart="{ROOT}/sitebench" "nightly" "run" "--site" "{SITE}" {named}"--" "-n"'
+        in service
+    )
     assert f"StandardOutput=append:{night_env['logs']}/scheduled.log" in service
     proc = subprocess.run([verify, "verify", *map(str, units)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
@@ -580,6 +606,11 @@ def test_the_scheduled_line_passes_on_the_settings(night_env, monkeypatch):
     assert line.startswith(f"cd {ROOT} && env PATH=")
     assert "'SLURM_CONF=/tmp/x y/slurm.conf'" in line or "SLURM_CONF='/tmp/x y/" in line
     assert f"--site {SITE} --scale full -- -n StreamCheck >> {night_env['logs']}" in line
+    # The toolchains are named on the line, never passed on hidden in the environment.
+    monkeypatch.setenv(toolchains.SELECTED, "gcc-mpich")
+    line = schedule.command_line(SITE, night_env["logs"], "quick", [], ["gcc-mpich"])
+    assert f"--site {SITE} --toolchain gcc-mpich >> " in line
+    assert toolchains.SELECTED not in line
 
 
 # -- fired for real -----------------------------------------------------------------------
@@ -661,8 +692,8 @@ def test_cron_runs_a_real_night_end_to_end(spack, tmp_path, cron_daemon, monkeyp
 
 
 def install_real_night(tmp_path, monkeypatch, *via):
-    """Install tonight's run of the local site, STREAM only, due the next minute; return
-    what :func:`real_night_stored` waits for."""
+    """Install tonight's run of the local site, STREAM only in its first toolchain, due the
+    next minute; return what :func:`real_night_stored` waits for."""
     results = tmp_path / "results"
     monkeypatch.setenv("SITEBENCH_RESULTS_DIR", str(results))
     monkeypatch.delenv("SITEBENCH_SITES_ROOT", raising=False)
@@ -678,6 +709,8 @@ def install_real_night(tmp_path, monkeypatch, *via):
         "--at",
         f"{due:%H:%M}",
         *via,
+        "--toolchain",
+        first_local_toolchain(),
         "--",
         "-n",
         "StreamCheck",
@@ -706,6 +739,10 @@ def real_night_stored(directory, before, results, existed, due, said):
         report = json.loads((runs[0] / "report.json").read_text())
         checks = {c["name"].split()[0] for r in report["runs"] for c in r["testcases"]}
         assert "StreamCheck" in checks
+        # The toolchain named at install time, through the scheduler, to ReFrame.
+        first = first_local_toolchain()
+        assert f", toolchains {first}," in text.splitlines()[0], text.splitlines()[0]
+        assert {c["environ"] for r in report["runs"] for c in r["testcases"]} == {first}
         assert "not published: no results remote configured" in text
         took = (
             new.stat().st_mtime

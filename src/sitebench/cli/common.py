@@ -16,6 +16,16 @@ def add_site_argument(p, default="local", positional=False):
         )
 
 
+def add_toolchain_argument(p, what="run"):
+    p.add_argument(
+        "--toolchain",
+        action="append",
+        metavar="NAME",
+        help=f"{what} only this toolchain of the site (repeatable; default: every toolchain "
+        "the site declares, see site-configs/README.md)",
+    )
+
+
 def add_stale_days(p):
     p.add_argument(
         "--stale-days",

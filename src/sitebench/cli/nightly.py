@@ -13,7 +13,7 @@ partial. ``install``, ``remove`` and ``status`` exit 2 on an error.
 
 import argparse
 
-from sitebench.cli.common import add_site_argument
+from sitebench.cli.common import add_site_argument, add_toolchain_argument
 
 description = "run the suite unattended each night: run, install, remove, status"
 
@@ -23,6 +23,7 @@ def setup_parser(p):
     run = sub.add_parser("run", help="one night: run, store, judge, publish, alert, log")
     add_site_argument(run)
     run.add_argument("--scale", default="quick", help="quick (default) or full")
+    add_toolchain_argument(run)
     run.add_argument(
         "--no-publish", action="store_true", help="do not publish the run to the results remote"
     )
@@ -35,6 +36,7 @@ def setup_parser(p):
     _via(install)
     install.add_argument("--force", action="store_true", help="replace an installed schedule")
     install.add_argument("--scale", default="quick", help="quick (default) or full")
+    add_toolchain_argument(install, "run each night")
     install.add_argument("--partition", help="scrontab: the Slurm partition (default: Slurm's)")
     install.add_argument(
         "reframe_args", nargs=argparse.REMAINDER, help="after --: extra ReFrame options"
@@ -64,12 +66,15 @@ def _run(args):
     from sitebench.nightly.night import run_night
 
     args_ = args.reframe_args[1:] if args.reframe_args[:1] == ["--"] else args.reframe_args
-    return run_night(args.site, args.scale, args_, publish=not args.no_publish)
+    return run_night(
+        args.site, args.scale, args_, publish=not args.no_publish, toolchains=args.toolchain
+    )
 
 
 def _install(args):
     from sitebench.nightly import cron, logs, schedule, scrontab, systemd, when
     from sitebench.run.scales import SCALES
+    from sitebench.sites import toolchains
     from sitebench.sites.site import Site
 
     hour, minute = when.parse(args.at)
@@ -78,18 +83,23 @@ def _install(args):
         from sitebench.common.errors import SitebenchError
 
         raise SitebenchError(f"unknown scale {args.scale!r}", f"use one of: {', '.join(SCALES)}")
+    # Named on the scheduled line (--toolchain, else $SITEBENCH_TOOLCHAINS of this shell),
+    # and refused now, not at 2 a.m., when the site has no such toolchain.
+    chosen = args.toolchain or toolchains.selected_names()
+    if chosen:
+        chosen = [t.name for t in toolchains.selected(toolchains.load(site), chosen)]
     schedule.program(args.via)
     rargs = args.reframe_args[1:] if args.reframe_args[:1] == ["--"] else args.reframe_args
     logs_dir = logs.logs_dir(site.name, site.settings)
     logs_dir.mkdir(parents=True, exist_ok=True)
-    line = schedule.command_line(site.name, logs_dir, args.scale, rargs)
+    line = schedule.command_line(site.name, logs_dir, args.scale, rargs, chosen)
     if args.via == "cron":
         where, notes = cron.install(site.name, hour, minute, line, args.force)
     elif args.via == "scrontab":
         where, notes = scrontab.install(site.name, hour, minute, line, args.force, args.partition)
     else:
         where, notes = systemd.install(
-            site.name, hour, minute, logs_dir, args.scale, rargs, args.force, args.system
+            site.name, hour, minute, logs_dir, args.scale, rargs, args.force, args.system, chosen
         )
     print(
         f"installed: {site.name} every night at {hour:02d}:{minute:02d} via {args.via} ({where})"

@@ -3,7 +3,7 @@ results/<site>/ and print it against the site's references and its recent histor
 
 import argparse
 
-from sitebench.cli.common import add_site_argument, warn
+from sitebench.cli.common import add_site_argument, add_toolchain_argument, warn
 
 description = "build, run and store the suite on a site"
 
@@ -11,13 +11,7 @@ description = "build, run and store the suite on a site"
 def setup_parser(p):
     add_site_argument(p)
     p.add_argument("--scale", default="quick", help="quick (default) or full")
-    p.add_argument(
-        "--toolchain",
-        action="append",
-        metavar="NAME",
-        help="run only this toolchain of the site (repeatable; default: every toolchain "
-        "the site declares, see site-configs/README.md)",
-    )
+    add_toolchain_argument(p)
     p.add_argument(
         "reframe_args",
         nargs=argparse.REMAINDER,

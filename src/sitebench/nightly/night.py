@@ -6,6 +6,7 @@ the run stage and the partial run stored marked partial; anywhere else the night
 it is. Either way the lock is released, the alert says so and the exit code is 128 + signal.
 """
 
+import os
 import signal
 import socket
 import sys
@@ -89,9 +90,19 @@ def _unloadable(site_name, err):
 
 
 def run_night(
-    site_name, scale="quick", reframe_args=(), publish=True, suite=None, publisher=None, echo=None
+    site_name,
+    scale="quick",
+    reframe_args=(),
+    publish=True,
+    suite=None,
+    publisher=None,
+    echo=None,
+    toolchains=None,
 ):
     """Run one night of ``site_name``; return its exit code (:mod:`.codes`).
+
+    ``toolchains``: the names of the site's toolchains to run (default: every one); a name
+    the site lacks ends the night as "could not run", as ``./sitebench run --toolchain``.
 
     ``suite(site, scale, reframe_args) -> Outcome`` runs and stores the suite (default
     :func:`.suite.run_once`, what ``./sitebench run`` does); ``publisher(site_name) ->
@@ -101,6 +112,11 @@ def run_night(
     from sitebench.sites.site import Site
 
     suite = suite or run_once
+    if toolchains:
+        from sitebench.sites.toolchains import SELECTED
+
+        # Read by the site's reframe.py (its environments) and checked by the runner.
+        os.environ[SELECTED] = ",".join(toolchains)
     try:
         site = Site.resolve(site_name)
     except SitebenchError as err:
@@ -112,10 +128,13 @@ def run_night(
         say(
             f"sitebench nightly: {site.name} on {socket.gethostname()}, started "
             f"{_stamp(started)}, scale {scale}"
+            + (f", toolchains {', '.join(toolchains)}" if toolchains else "")
             + (f", ReFrame options {' '.join(reframe_args)}" if reframe_args else "")
         )
         say(f"log: {log}")
-        lines, code = _night(site, scale, reframe_args, publish, suite, publisher, say)
+        lines, code = _night(
+            site, scale, reframe_args, publish, suite, publisher, say, bool(toolchains)
+        )
         late = []
         previous = _handle(lambda signum, _f: late.append(signal.Signals(signum).name))
         try:
@@ -151,15 +170,16 @@ def run_night(
     return code
 
 
-def _night(site, scale, reframe_args, publish, suite, publisher, say):
-    """The night under its lock: ([lines for the alert], exit code)."""
+def _night(site, scale, reframe_args, publish, suite, publisher, say, named=False):
+    """The night under its lock: ([lines for the alert], exit code). ``named``: the night
+    was given toolchains, checked against the site's before the suite starts."""
     lines = []
     previous = _handle(_raise_stopped)
     try:
         try:
             with hold(site.name) as holder:
                 say(f"lock: held ({holder})")
-                return _locked(site, scale, reframe_args, publish, suite, publisher, say)
+                return _locked(site, scale, reframe_args, publish, suite, publisher, say, named)
         except AlreadyRunning as err:
             lines.append(f"did not start: {err.problem}")
             say(f"sitebench nightly: {err.problem}")
@@ -187,9 +207,22 @@ def _stopped(signame, say):
     return [line], codes.interrupted(signame)
 
 
-def _locked(site, scale, reframe_args, publish, suite, publisher, say):
+def _named_toolchains_exist(site):
+    """A clear error when a toolchain the night was given is not one of the site's: before
+    Spack is set up. The local site's are known once detected (the suite detects them, and
+    its runner checks the names then)."""
+    from sitebench.sites import local_site, toolchains
+
+    if site.detected_here and not local_site.is_detected():
+        return
+    toolchains.selected(toolchains.load(site))
+
+
+def _locked(site, scale, reframe_args, publish, suite, publisher, say, named=False):
     lines = []
     try:
+        if named:
+            _named_toolchains_exist(site)
         outcome = suite(site, scale, reframe_args)
     except SitebenchError as err:
         line = f"could not run: {err.problem}" + (f"\n  fix: {err.fix}" if err.fix else "")

@@ -27,6 +27,9 @@ PROGRAMS = {
 #: Settings passed on to the scheduled run.
 PASSED_ON = ("PATH", "SLURM_CONF")
 
+#: Not passed on: the toolchains the shell selected are named on the line (--toolchain).
+NAMED_ON_THE_LINE = ("SITEBENCH_TOOLCHAINS",)
+
 
 def begin_marker(site):
     return f"# BEGIN sitebench nightly {site} (managed by ./sitebench nightly; do not edit)"
@@ -58,14 +61,20 @@ def program(via):
 
 def environment():
     """The settings the scheduled run gets: PATH, SLURM_CONF and every SITEBENCH_*."""
-    keep = {k: v for k, v in os.environ.items() if k in PASSED_ON or k.startswith("SITEBENCH_")}
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in PASSED_ON or k.startswith("SITEBENCH_")) and k not in NAMED_ON_THE_LINE
+    }
     return dict(sorted(keep.items()))
 
 
-def run_arguments(site, scale="quick", reframe_args=()):
+def run_arguments(site, scale="quick", reframe_args=(), toolchains=()):
     args = [str(paths.ROOT / "sitebench"), "nightly", "run", "--site", site]
     if scale != "quick":
         args += ["--scale", scale]
+    for name in toolchains or ():
+        args += ["--toolchain", name]
     if reframe_args:
         args += ["--", *reframe_args]
     return args
@@ -75,10 +84,10 @@ def scheduled_log(logs_dir):
     return logs_dir / "scheduled.log"
 
 
-def command_line(site, logs_dir, scale="quick", reframe_args=()):
+def command_line(site, logs_dir, scale="quick", reframe_args=(), toolchains=()):
     """The shell line cron and scrontab run."""
     env = [f"{k}={shlex.quote(v)}" for k, v in environment().items()]
-    run = " ".join(shlex.quote(a) for a in run_arguments(site, scale, reframe_args))
+    run = " ".join(shlex.quote(a) for a in run_arguments(site, scale, reframe_args, toolchains))
     return (
         f"cd {shlex.quote(str(paths.ROOT))} && env {' '.join(env)} {run} "
         f">> {shlex.quote(str(scheduled_log(logs_dir)))} 2>&1"

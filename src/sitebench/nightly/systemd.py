@@ -37,12 +37,14 @@ def _plain(path):
     return str(path).replace("%", "%%")
 
 
-def service(site, logs_dir, scale="quick", reframe_args=()):
+def service(site, logs_dir, scale="quick", reframe_args=(), toolchains=()):
     log = schedule.scheduled_log(logs_dir)
     env = "\n".join(
         f"Environment={_escape(f'{k}={v}')}" for k, v in schedule.environment().items()
     )
-    run = " ".join(_escape(a) for a in schedule.run_arguments(site, scale, reframe_args))
+    run = " ".join(
+        _escape(a) for a in schedule.run_arguments(site, scale, reframe_args, toolchains)
+    )
     return (
         f"{MARK}\n[Unit]\nDescription=sitebench nightly run of site {site}\n\n"
         f"[Service]\nType=oneshot\nWorkingDirectory={_plain(paths.ROOT)}\n{env}\n"
@@ -78,7 +80,15 @@ def installed(site, system=False):
 
 
 def install(
-    site, hour, minute, logs_dir, scale="quick", reframe_args=(), force=False, system=False
+    site,
+    hour,
+    minute,
+    logs_dir,
+    scale="quick",
+    reframe_args=(),
+    force=False,
+    system=False,
+    toolchains=(),
 ):
     schedule.program("systemd")
     svc, tmr = files(site, system)
@@ -91,7 +101,7 @@ def install(
             )
         schedule.refuse_installed(site, "systemd", str(present[0].parent), force)
     svc.parent.mkdir(parents=True, exist_ok=True)
-    svc.write_text(service(site, logs_dir, scale, reframe_args))
+    svc.write_text(service(site, logs_dir, scale, reframe_args, toolchains))
     tmr.write_text(timer(site, hour, minute))
     notes = []
     ok, said = systemctl(system, "daemon-reload")

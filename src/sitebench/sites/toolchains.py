@@ -235,11 +235,15 @@ def load(site):
     return found
 
 
+def selected_names():
+    """The toolchain names ``$SITEBENCH_TOOLCHAINS`` gives (``--toolchain`` sets it)."""
+    return [n for n in os.environ.get(SELECTED, "").split(",") if n]
+
+
 def selected(toolchains, names=None):
     """The toolchains named (``--toolchain``, or ``$SITEBENCH_TOOLCHAINS``), in declared order."""
     if names is None:
-        raw = os.environ.get(SELECTED, "")
-        names = [n for n in raw.split(",") if n]
+        names = selected_names()
     if not names:
         return list(toolchains)
     known = [t.name for t in toolchains]
