@@ -20,15 +20,12 @@ def setup_parser(p):
 
 
 def command(args):
-    import os
-
     from sitebench.nightly.suite import run_once
     from sitebench.sites import toolchains
     from sitebench.sites.site import Site
 
     if args.toolchain:
-        # Read by the site's reframe.py (its environments) and checked by the runner.
-        os.environ[toolchains.SELECTED] = ",".join(args.toolchain)
+        toolchains.select(args.toolchain)
 
     outcome = run_once(Site.resolve(args.site), args.scale, args.reframe_args, warn=warn)
     code = outcome.code

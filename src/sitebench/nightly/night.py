@@ -6,7 +6,6 @@ the run stage and the partial run stored marked partial; anywhere else the night
 it is. Either way the lock is released, the alert says so and the exit code is 128 + signal.
 """
 
-import os
 import signal
 import socket
 import sys
@@ -113,10 +112,9 @@ def run_night(
 
     suite = suite or run_once
     if toolchains:
-        from sitebench.sites.toolchains import SELECTED
+        from sitebench.sites.toolchains import select
 
-        # Read by the site's reframe.py (its environments) and checked by the runner.
-        os.environ[SELECTED] = ",".join(toolchains)
+        select(toolchains)
     try:
         site = Site.resolve(site_name)
     except SitebenchError as err:

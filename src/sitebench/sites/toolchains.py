@@ -235,6 +235,12 @@ def load(site):
     return found
 
 
+def select(names):
+    """Run only these toolchains in this process and what it starts: the site's reframe.py
+    reads them (its environments) and the runner checks them."""
+    os.environ[SELECTED] = ",".join(names)
+
+
 def selected_names():
     """The toolchain names ``$SITEBENCH_TOOLCHAINS`` gives (``--toolchain`` sets it)."""
     return [n for n in os.environ.get(SELECTED, "").split(",") if n]
