@@ -37,6 +37,8 @@ TREE = ENERGY / "rapl-procfs" / "powercap"
 IPMITOOL = ENERGY / "standins" / "ipmitool.sh"
 SACCT = ENERGY / "standins" / "sacct.sh"
 TINY_CHECK = ENERGY / "rfm" / "tiny_energy_check.py"
+# runuser lives in /usr/sbin, which PATH may lack.
+RUNUSER = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin")
 
 # The procfs recording: package-0 and its core subzone, both wrapping at 262143328850 uJ.
 PACKAGE_UJ = 240422366267
@@ -95,11 +97,11 @@ def test_bad_power_settings_name_partition_key_and_fix(settings, words):
 # -- RAPL -------------------------------------------------------------------------------------
 
 
-def sample(*args, cwd=None, user=None):
+def sample(*args, cwd=None, user=None, sampler=SAMPLER):
     """One sample printed by the real sampler script."""
-    command = ["sh", SAMPLER, "sample", *map(str, args)]
+    command = ["sh", sampler, "sample", *map(str, args)]
     if user:
-        command = ["runuser", "-u", user, "--", *command]
+        command = [RUNUSER, "-u", user, "--", *command]
     proc = subprocess.run(command, capture_output=True, text=True, check=True, cwd=cwd)
     return proc.stdout
 
@@ -181,18 +183,20 @@ def test_rapl_missing_zone_and_missing_driver(tree, tmp_path):
 
 
 @pytest.mark.skipif(
-    os.geteuid() != 0 or not shutil.which("runuser"), reason="needs root to act as nobody"
+    os.geteuid() != 0 or not RUNUSER, reason="needs root and runuser to act as nobody"
 )
 def test_rapl_counter_readable_by_root_only():
     # As on kernels with the CVE-2020-8694 fix: energy_uj 0400 root, read by another user.
+    # The sampler is run from the world-readable copy too: nobody may not read the checkout.
     top = tempfile.mkdtemp(prefix="sitebench-rapl-")
     try:
         tree = Path(top) / "powercap"
         shutil.copytree(TREE, tree)
-        for path in [Path(top), *tree.rglob("*")]:
+        sampler = Path(shutil.copy(SAMPLER, top))
+        for path in [Path(top), sampler, *tree.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o444)
         (tree / "intel-rapl:0" / "energy_uj").chmod(0o400)
-        text = sample("rapl", tree, user="nobody", cwd="/")
+        text = sample("rapl", tree, user="nobody", cwd="/", sampler=sampler)
     finally:
         shutil.rmtree(top)
     assert "Permission denied" in text

@@ -22,7 +22,7 @@ import pytest
 from conftest import sitebench, unjudged
 from sitebench.results.rundirs import case_folder
 from sitebench.services.slurm import netns
-from sitebench.services.slurm.cluster import LocalCluster, missing_programs, read_pid
+from sitebench.services.slurm.cluster import LocalCluster, missing_programs, needs_root, read_pid
 
 #: Not Slurm's default 6817: a developer's own cluster may be up.
 PORT = 16817
@@ -43,6 +43,8 @@ ALL_CHECKS = {
 
 
 def _skip_reason(nodes):
+    if needs_root():
+        return f"NOT ROOT: {needs_root()[0]}"
     missing = missing_programs()
     if missing:
         return (

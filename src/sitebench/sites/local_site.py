@@ -25,6 +25,7 @@ import yaml
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import reframe_executable, write_atomic
+from sitebench.services import programs
 from sitebench.sites import mpi_prefix, toolchains
 from sitebench.sites.topology import last_level_cache_bytes
 
@@ -90,7 +91,9 @@ def stream_array_elements(topology, bytes_per_element=8):
 
 def library_dirs(soname):
     """Real directories of a shared library known to the dynamic linker."""
-    proc = subprocess.run(["ldconfig", "-p"], capture_output=True, text=True)
+    # /sbin/ldconfig: not on an ordinary user's PATH, hence programs.require.
+    ldconfig = programs.require("ldconfig", "libc-bin", "finding BLAS libraries")
+    proc = subprocess.run([ldconfig, "-p"], capture_output=True, text=True)
     dirs = []
     for line in proc.stdout.splitlines():
         name, _, target = line.strip().partition(" => ")
@@ -131,9 +134,8 @@ def _mariadb_external():
     above the program's bin/ or sbin/. Building sysbench against it also needs the client
     headers and ``mysql_config`` (Debian: libmariadb-dev libmariadb-dev-compat).
     """
-    search = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/usr/local/sbin"])
     for program in ("mariadbd", "mariadb"):
-        exe = shutil.which(program, path=search)
+        exe = programs.which(program)
         if not exe:
             continue
         proc = subprocess.run([exe, "--version"], capture_output=True, text=True)

@@ -37,6 +37,7 @@ from pathlib import Path
 from sitebench.common import paths
 
 from sitebench.common.errors import SitebenchError
+from sitebench.services import programs
 
 #: Debian suite of the root (the host's, Debian 12).
 SUITE = "bookworm"
@@ -123,7 +124,7 @@ def host_problems(debian_arch="arm64"):
     found = []
     tools = dict(HOST_TOOLS)
     tools[f"qemu-{qemu_name(debian_arch)}-static"] = tools.pop("qemu-aarch64-static")
-    missing = sorted({pkg for exe, pkg in tools.items() if not shutil.which(exe)})
+    missing = sorted({pkg for exe, pkg in tools.items() if not programs.which(exe)})
     if missing:
         found.append(
             (
@@ -131,9 +132,22 @@ def host_problems(debian_arch="arm64"):
                 f"apt-get install {' '.join(missing)}",
             )
         )
-    if os.geteuid() != 0:
-        found.append(("debootstrap, chroot and mount need root", "run as root"))
+    if needs_root():
+        found.append(needs_root())
     return found
+
+
+def needs_root():
+    """Why this user cannot run an emulated site (problem, fix), or None as root."""
+    if os.geteuid() == 0:
+        return None
+    return (
+        "an emulated site needs root: debootstrap makes its Debian root, and every run "
+        "registers QEMU with binfmt_misc, mounts /proc, /dev and the checkout into the root "
+        "and chroots there (CAP_SYS_ADMIN, CAP_SYS_CHROOT)",
+        "run `./sitebench qemu-run --site SITE` as root, or ask the admin for a sudo rule "
+        "for that command",
+    )
 
 
 def binfmt_entry(debian_arch="arm64"):
@@ -228,7 +242,8 @@ def offline_settings(environ=None, path=None):
 
 # -- commands --------------------------------------------------------------------------------
 def run_host(cmd, **kw):
-    proc = subprocess.run(cmd, **kw)
+    # debootstrap, update-binfmts and chroot live in /usr/sbin, which PATH may lack.
+    proc = subprocess.run(programs.resolved(cmd), **kw)
     if proc.returncode != 0:
         raise SitebenchError(
             f"`{' '.join(map(str, cmd))}` failed (exit {proc.returncode})",
@@ -265,7 +280,7 @@ def chroot_command(root, argv, env):
 
 def in_root(root, emu, argv, extra_env=None, check=True, **kw):
     cmd = chroot_command(root, argv, root_env(emu, extra_env))
-    proc = subprocess.run(cmd, **kw)
+    proc = subprocess.run(programs.resolved(cmd), **kw)
     if check and proc.returncode != 0:
         raise SitebenchError(
             f"in {root}: `{' '.join(argv)}` failed (exit {proc.returncode})",
@@ -514,6 +529,8 @@ def run(site, scale="quick", reframe_args=(), prepare=True):
     ``./sitebench run`` there (its run is in results/<site>/ of this checkout)."""
     emu = emulation(site)
     root = Path(emu["root"])
+    if needs_root():  # said before anything is made or mounted
+        raise SitebenchError(*needs_root())
     if prepare:
         prepare_root(root, emu)
     else:
@@ -533,7 +550,8 @@ def run(site, scale="quick", reframe_args=(), prepare=True):
 def wait_for(cmd):
     """Run ``cmd`` in its own session; a Ctrl-C is passed on once and then waited for, so
     the run in the root stores its partial run and stops before anything is unmounted."""
-    proc = subprocess.Popen(cmd, cwd="/", start_new_session=True)
+    # chroot lives in /usr/sbin, which PATH may lack.
+    proc = subprocess.Popen(programs.resolved(cmd), cwd="/", start_new_session=True)
     interrupted = False
     while True:
         try:

@@ -20,6 +20,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
+from sitebench.services import programs
 from sitebench.services.mariadb_server import find_binaries, log_tail
 from sitebench.services.slurm import netns
 from sitebench.services.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
@@ -46,7 +47,21 @@ def missing_programs(accounting="slurmdbd"):
         wanted["slurmdbd"] = "slurmdbd"
     else:
         wanted.pop("mariadbd")
-    return {p: pkg for p, pkg in wanted.items() if not shutil.which(p)}
+    return {p: pkg for p, pkg in wanted.items() if not programs.which(p)}
+
+
+def needs_root():
+    """Why this user cannot start the cluster (problem, fix), or None as root."""
+    if os.geteuid() == 0:
+        return None
+    return (
+        "the private Slurm cluster needs root: its daemons run as SlurmUser=root, slurmd "
+        "starts each job as its user, and --nodes N > 1 makes network namespaces "
+        "(CAP_NET_ADMIN, CAP_SYS_ADMIN)",
+        "ask the admin to run `./sitebench cluster start` and `./sitebench cluster stop` as "
+        "root (e.g. a sudo rule for those two), or run on the site's own Slurm: "
+        "`./sitebench onboard NAME --slurm`",
+    )
 
 
 def client_env(layout, base=None):
@@ -85,7 +100,8 @@ def _wait(what, ready, timeout, log=None, interval=0.2):
 
 
 def _run(cmd, what, env=None, log=None):
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # slurmctld, slurmd, munged... live in /usr/sbin, which PATH may lack.
+    proc = subprocess.run(programs.resolved(cmd), capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         tail = f"; last lines of {log}:\n{log_tail(log)}" if log else ""
         raise SitebenchError(
@@ -159,6 +175,9 @@ class LocalCluster:
     # -- start -------------------------------------------------------------------------
 
     def start(self, nodes=1, accounting="slurmdbd", port=None, subnet=None):
+        root = needs_root()
+        if root:
+            raise SitebenchError(*root)
         missing = missing_programs(accounting)
         if missing:
             raise SitebenchError(
@@ -295,7 +314,7 @@ class LocalCluster:
 
     def _start_database(self, cluster):
         lay = self.layout
-        binaries = find_binaries(Path(shutil.which("mariadbd")).resolve().parents[1])
+        binaries = find_binaries(Path(programs.which("mariadbd")).resolve().parents[1])
         datadir = lay.db / "datadir"
         root_flag = ["--user=root"] if os.geteuid() == 0 else []
         with open(lay.log / "mariadb-install-db.log", "w") as out:
@@ -386,7 +405,7 @@ class LocalCluster:
 
     def _start_slurmd(self, node):
         lay = self.layout
-        argv = ["slurmd", "-f", str(lay.slurm_conf), "-N", node.name]
+        argv = programs.resolved(["slurmd", "-f", str(lay.slurm_conf), "-N", node.name])
         if node.netns:
             tmp = lay.node_tmp(node.name)
             tmp.mkdir(parents=True, exist_ok=True)

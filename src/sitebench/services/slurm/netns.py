@@ -9,9 +9,10 @@ programs; ``unavailable()`` says why not where they are missing.
 """
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
+
+from sitebench.services import programs
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 #: veth name inside every node's namespace (names are per namespace).
@@ -19,7 +20,7 @@ NODE_IFACE = "eth0"
 
 
 def _ip(*args, check=True):
-    proc = subprocess.run(["ip", *args], capture_output=True, text=True)
+    proc = subprocess.run(programs.resolved(["ip", *args]), capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise OSError(f"ip {' '.join(args)}: {proc.stderr.strip()}")
     return proc
@@ -29,7 +30,7 @@ def unavailable():
     """Why nodes in namespaces cannot be made here (a sentence), or None when they can."""
     if os.geteuid() != 0:
         return "network namespaces need root (CAP_NET_ADMIN and CAP_SYS_ADMIN)"
-    missing = [p for p in ("ip", "nsenter", "unshare") if not shutil.which(p)]
+    missing = [p for p in ("ip", "nsenter", "unshare") if not programs.which(p)]
     if missing:
         return f"missing programs: {', '.join(missing)} (Debian: iproute2, util-linux)"
     if cpuset_base() is None:

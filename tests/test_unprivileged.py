@@ -1,0 +1,170 @@
+"""The loop's steps as an ordinary user, in a checkout only that user can read.
+
+The test user (``sitebench-test``, made with ``useradd`` when missing) gets a copy of this
+checkout's working tree (tracked and untracked files, as ``git clone`` plus the edits not
+yet committed) in a 0700 directory it owns, its own state directory
+(``SITEBENCH_STATE_DIR``: the venv the launcher makes, the store, the report) and the PATH
+Debian gives an ordinary user: no sbin directory. Each command runs through ``runuser``
+with nothing of root's environment but pip's settings; none may end in a traceback.
+Needs root to make the user (skips, saying so, otherwise).
+"""
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from sitebench.services import programs
+from sitebench.sites import local_site
+
+USER = "sitebench-test"
+#: Debian's PATH for an ordinary user (/etc/login.defs ENV_PATH, /etc/profile): no sbin.
+ORDINARY_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def _skip_reason():
+    if os.geteuid() != 0:
+        return (
+            "NOT ROOT: making the test user (useradd) and acting as it (runuser) need root; "
+            "run ./sitebench test as root to test the loop as an ordinary user"
+        )
+    missing = [p for p in ("useradd", "runuser", "git") if not programs.which(p)]
+    if missing:
+        return f"missing {', '.join(missing)} (Debian: passwd, util-linux, git)"
+    return None
+
+
+def _ensure_user():
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(
+            [programs.which("useradd"), "--no-create-home", "--shell", "/bin/sh", USER],
+            check=True,
+        )
+        return pwd.getpwnam(USER)
+
+
+def _chown_tree(top, uid, gid):
+    os.lchown(top, uid, gid)
+    for parent, dirs, files in os.walk(top):
+        for name in dirs + files:
+            os.lchown(os.path.join(parent, name), uid, gid)
+
+
+@pytest.fixture(scope="module")
+def checkout():
+    """(the user's copy of the checkout, its state directory, its home)."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    user = _ensure_user()
+    # Not tmp_path: pytest keeps /tmp/pytest-of-root at 0700, closed to the test user.
+    base = Path(tempfile.mkdtemp(prefix="sitebench-unprivileged.", dir="/tmp"))
+    try:
+        listed = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        ).stdout.decode()
+        copy = base / "checkout"
+        for rel in filter(None, listed.split("\0")):
+            source = ROOT / rel
+            if source.is_file() or source.is_symlink():
+                (copy / rel).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, copy / rel, follow_symlinks=False)
+        for name in ("state", "home"):
+            (base / name).mkdir()
+        _chown_tree(base, user.pw_uid, user.pw_gid)
+        base.chmod(0o700)  # only the test user reads its checkout
+        copy.chmod(0o700)
+        yield copy, base / "state", base / "home"
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def as_user(checkout, *argv, timeout=900):
+    copy, state, home = checkout
+    env = {
+        "PATH": ORDINARY_PATH,
+        "HOME": str(home),
+        "USER": USER,
+        "LOGNAME": USER,
+        "LANG": "C.UTF-8",
+        "SITEBENCH_STATE_DIR": str(state),
+        # pip's index settings (the launcher makes the user's venv with them).
+        **{k: v for k, v in os.environ.items() if k.startswith("PIP_")},
+    }
+    command = [programs.which("runuser"), "-u", USER, "--", "env", "-i"]
+    command += [f"{k}={v}" for k, v in env.items()] + [str(a) for a in argv]
+    proc = subprocess.run(
+        command,
+        cwd=copy,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out, out[-6000:]
+    return proc, out
+
+
+@pytest.mark.slow
+def test_compare_report_and_regressions_as_an_ordinary_user(checkout):
+    proc, out = as_user(checkout, "./sitebench", "compare", "local", "local-slurm")
+    assert proc.returncode == 0, out[-6000:]
+    assert "StreamCheck" in proc.stdout
+    proc, out = as_user(checkout, "./sitebench", "regressions", "local")
+    assert proc.returncode in (0, 1), out[-6000:]  # 1: a drift was flagged
+    proc, out = as_user(checkout, "./sitebench", "report")
+    assert proc.returncode == 0, out[-6000:]
+    report = checkout[1] / "report" / "index.html"
+    assert report.stat().st_uid == pwd.getpwnam(USER).pw_uid and report.stat().st_size > 10_000
+
+
+@pytest.mark.slow
+def test_local_detection_finds_blas_without_sbin_on_path(checkout):
+    # `ldconfig -p` (in /sbin) tells where the BLAS libraries are; an ordinary user's
+    # detection stopped there with FileNotFoundError: ldconfig.
+    script = (
+        "import json; from sitebench.sites import local_site as s; print(json.dumps("
+        "{'blas': {so: s.library_dirs(so) for so in s.BLAS_LIBRARIES.values()},"
+        " 'extras': sorted(s.extra_externals())}))"
+    )
+    python = checkout[1] / "venv" / "bin" / "python"
+    if not python.exists():  # the launcher makes the venv; any command will do
+        as_user(checkout, "./sitebench", "--help")
+    proc, out = as_user(checkout, python, "-c", script)
+    assert proc.returncode == 0, out[-6000:]
+    found = json.loads(proc.stdout)
+    # What root finds, with sbin on its PATH.
+    assert found["blas"] == {
+        so: local_site.library_dirs(so) for so in local_site.BLAS_LIBRARIES.values()
+    }
+    assert found["extras"] == sorted(local_site.extra_externals())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["cluster", "start"], ["needs root", "SlurmUser=root", "ask the admin"]),
+        (["cluster", "start", "--nodes", "2"], ["needs root", "network namespaces"]),
+        (["qemu-run", "--site", "arm64-neoverse-n1"], ["needs root", "chroot", "sudo rule"]),
+    ],
+)
+def test_what_needs_root_says_so_before_it_starts(checkout, argv, words):
+    proc, out = as_user(checkout, "./sitebench", *argv)
+    assert proc.returncode != 0
+    for word in words:
+        assert word in proc.stderr, out[-4000:]
+    # Nothing was started or made: no cluster directory, no root.
+    assert not (checkout[1] / "slurm").exists()
