@@ -10,6 +10,7 @@ the real ``./sitebench nightly run`` of one cheap check.
 import fcntl
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -23,7 +24,8 @@ import pytest
 
 from conftest import ROOT, first_local_toolchain, sitebench
 from sitebench.common.errors import SitebenchError
-from sitebench.nightly import codes, lock, logs, schedule, systemd, when
+from sitebench.common import paths
+from sitebench.nightly import codes, cron, lock, logs, schedule, scrontab, status, systemd, when
 from sitebench.nightly.night import run_night
 from sitebench.nightly.suite import Outcome
 from sitebench.results.exchange import Published
@@ -205,6 +207,57 @@ def test_no_alert_configured_logs_and_exit_code_only(night_env):
     assert "alert: none configured" in log_of(night_env)
 
 
+def alive(pid):
+    """The process exists and is not a zombie (a killed orphan this machine's init has not
+    reaped yet is gone for the test's purpose)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+@pytest.mark.reliability_fault
+def test_a_hanging_alert_is_stopped_with_every_process_it_started(night_env, monkeypatch):
+    """The alert's shell, a command it forked into the background and one that ignores
+    SIGTERM are all stopped at the timeout ($SITEBENCH_ALERT_TIMEOUT), not the shell alone."""
+    pids = night_env["tmp"] / "alert-pids"
+    record = f"echo $$ >> {pids}"
+    command = (
+        f"{record}; sh -c '{record}; exec sleep 1000' & "
+        f"sh -c 'trap \"\" TERM; {record}; exec sleep 1000' & exec sleep 1000"
+    )
+    make_site(night_env["tmp"] / "sites", {**night_env["nightly"], "alert": command})
+    monkeypatch.setenv("SITEBENCH_ALERT_TIMEOUT", "1")
+    start = time.time()
+    try:
+        assert run_night(SITE, suite=suite_returning(night_env["tmp"], 1)) == codes.FAILED
+        took = time.time() - start
+        started = [int(p) for p in pids.read_text().split()]
+        assert len(started) == 3, started  # the shell (then a sleep) and its two forks
+        deadline = time.time() + 10
+        while any(alive(p) for p in started) and time.time() < deadline:
+            time.sleep(0.1)
+        assert [p for p in started if alive(p)] == []
+        assert took < 30, took  # 1 s, and 1 s more for the one that ignores SIGTERM
+        text = log_of(night_env)
+        assert f"alert FAILED: `{command}` did not end within 1 s (stopped" in text
+        assert text.rstrip().endswith("verdict: failed (exit 1)")
+    finally:
+        for pid in map(int, pids.read_text().split() if pids.exists() else []):
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.reliability_input
+def test_a_bad_alert_timeout_is_said_and_the_default_used(night_env, monkeypatch):
+    monkeypatch.setenv("SITEBENCH_ALERT_TIMEOUT", "soon")
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"], 1)) == codes.FAILED
+    text = log_of(night_env)
+    assert "$SITEBENCH_ALERT_TIMEOUT='soon' is not a positive number of seconds" in text
+    assert "alert sent" in text
+
+
 def test_publishing(night_env):
     tmp = night_env["tmp"]
     make_site(tmp / "sites", night_env["nightly"], results={"remote": str(tmp / "shared.git")})
@@ -233,6 +286,29 @@ def test_publishing(night_env):
     assert "not published: the results remote is not a git repository" in log_of(night_env)
     assert run_night(SITE, suite=suite_returning(tmp), publish=False) == codes.PASSED
     assert "not published: --no-publish" in log_of(night_env)
+
+
+@pytest.mark.reliability_fault
+def test_incoming_runs_refused_by_the_publish_are_in_the_alert(night_env):
+    tmp = night_env["tmp"]
+    make_site(tmp / "sites", night_env["nightly"], results={"remote": str(tmp / "shared.git")})
+    refused = [
+        "1a2b3c4 from othersite: touches code outside results/othersite/",
+        "5d6e7f8 from thirdsite: results/thirdsite/x/report.json is not JSON",
+    ]
+
+    def publisher(site):
+        result = Published(True, ["20261124T010000Z-abcdef"], "", "0123abc")
+        result.refused = refused  # set as an attribute: before or after the field exists
+        return result
+
+    assert run_night(SITE, suite=suite_returning(tmp), publisher=publisher) == codes.PASSED
+    alert = night_env["alerts"].read_text()
+    assert "published: 20261124T010000Z-abcdef (commit 0123abc)" in alert
+    assert "the publish refused 2 incoming commit(s):" in alert
+    for line in refused:
+        assert f"  refused: {line}" in alert and f"  refused: {line}" in log_of(night_env)
+    assert log_of(night_env).rstrip().endswith("verdict: passed (exit 0)")
 
 
 def test_publishing_for_real_to_a_bare_repository(night_env):
@@ -301,6 +377,71 @@ def test_a_broken_site_yaml_could_not_run_with_a_log(night_env):
     assert "keep is -1, expected a positive whole number" in proc.stderr
     default = night_env["tmp"] / "state" / "nightly" / SITE / "logs"
     assert logs.last_nights(default)[-1].code == codes.NOT_RUN
+
+
+#: A site.yaml broken three ways -> what the night's alert says about it.
+BROKEN = {
+    "not YAML": ("environment: local\nnightly: {logs: [unclosed\n", "is not valid YAML"),
+    "an unknown environment": (
+        {"environment": "nosuch"},
+        "environment 'nosuch' does not exist",
+    ),
+    "toolchains that are not a list": (
+        {"toolchains": "gcc-mpich"},
+        "toolchains is 'gcc-mpich', expected a list",
+    ),
+}
+
+
+def break_site_yaml(env, how):
+    """Break the site's site.yaml ``how`` (a key of :data:`BROKEN`); its problem in words."""
+    config = env["tmp"] / "sites" / "site-configs" / SITE / "site.yaml"
+    text, problem = BROKEN[how]
+    if isinstance(text, dict):
+        text = json.dumps({**json.loads(config.read_text()), **text}) + "\n"
+    config.write_text(text)
+    return problem
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.parametrize("how", BROKEN)
+def test_a_broken_configuration_alerts_and_logs_with_the_sites_nights(night_env, how):
+    """The night that could not start alerts with the site's alert command and logs in its
+    log folder, rotated with its nights: from the file's own nightly: keys, else (the file
+    is not YAML) from the last night that could read it."""
+    make_site(night_env["tmp"] / "sites", {**night_env["nightly"], "keep": 2})
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.PASSED
+    problem = break_site_yaml(night_env, how)
+    for _ in range(3):
+        proc = sitebench("nightly", "run", "--site", SITE)
+        assert proc.returncode == codes.NOT_RUN, proc.stdout + proc.stderr
+        assert problem in proc.stderr
+    alert = night_env["alerts"].read_text()
+    assert alert.count(": could not run (exit 3)") == 3 and problem in alert
+    assert f"--- for {SITE}" in alert
+    nights = logs.last_nights(night_env["logs"])
+    assert [n.code for n in nights] == [codes.NOT_RUN] * 2  # keep: 2
+    assert problem in nights[-1].log.read_text()
+    assert logs.night_logs(night_env["tmp"] / "state" / "nightly" / SITE / "logs") == []
+
+
+@pytest.mark.reliability_fault
+def test_a_broken_configuration_never_read_before_alerts_from_its_own_nightly_keys(night_env):
+    problem = break_site_yaml(night_env, "an unknown environment")
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.NOT_RUN
+    assert problem in night_env["alerts"].read_text()
+    assert logs.last_nights(night_env["logs"])[-1].code == codes.NOT_RUN
+
+
+@pytest.mark.reliability_input
+def test_a_configuration_never_readable_logs_in_the_default_folder_and_says_why(night_env):
+    break_site_yaml(night_env, "not YAML")
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.NOT_RUN
+    assert not night_env["alerts"].exists()
+    default = night_env["tmp"] / "state" / "nightly" / SITE / "logs"
+    (night,) = logs.last_nights(default)
+    assert night.code == codes.NOT_RUN
+    assert "no alert command known" in night.log.read_text()
 
 
 # -- one at a time, signals ---------------------------------------------------------------
@@ -430,6 +571,55 @@ def test_an_interrupted_reframe_session_names_the_partial_run(night_env):
     assert "20261124T010000Z-abcdef, marked partial" in alert
 
 
+@pytest.mark.reliability_fault
+def test_starts_that_found_a_night_running_never_push_out_the_nights_logs(night_env):
+    make_site(night_env["tmp"] / "sites", {**night_env["nightly"], "keep": 2})
+    for code in (0, 1):
+        assert run_night(SITE, suite=suite_returning(night_env["tmp"], code)) == code
+    nights = logs.night_logs(night_env["logs"])
+    holder = child(HOLDER, SITE)
+    try:
+        holder.stdout.readline()
+        for _ in range(3):
+            assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == 4
+    finally:
+        holder.kill()
+        holder.wait()
+    left = logs.last_nights(night_env["logs"], 100)
+    assert [n.log for n in left if n.code != codes.ALREADY_RUNNING] == nights
+    # Kept apart, as many as nights are: the last ones say when starts were refused.
+    assert [n.code for n in left].count(codes.ALREADY_RUNNING) == 2
+    # The next real night pushes out the oldest real night.
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.PASSED
+    left = logs.last_nights(night_env["logs"], 100)
+    assert [n.code for n in left if n.code != codes.ALREADY_RUNNING] == [1, 0]
+
+
+@pytest.mark.reliability_fault
+def test_the_schedulers_log_is_rotated_past_1_mib(night_env):
+    """What cron or systemd append the night's output to (scheduled.log) is renamed
+    scheduled.log.1 once past 1 MiB; the next night's scheduler starts a new one."""
+    scheduled = schedule.scheduled_log(night_env["logs"])
+    scheduled.parent.mkdir(parents=True)
+    old = "an old night's line\n" * (2**20 // 20 + 1)
+    scheduled.write_text(old)
+    line = f"{sys.executable} -m sitebench nightly run --site {SITE} >> {scheduled} 2>&1"
+    holder = child(HOLDER, SITE)  # each night exits at once, 'already running'
+    try:
+        holder.stdout.readline()
+        assert subprocess.run(line, shell=True, cwd=ROOT).returncode == 4
+        rotated = scheduled.with_name("scheduled.log.1")
+        assert rotated.read_text().startswith(old)
+        assert f"{SITE}: already running (exit 4)" in rotated.read_text()
+        assert not scheduled.exists()
+        assert subprocess.run(line, shell=True, cwd=ROOT).returncode == 4
+        assert f"{SITE}: already running (exit 4)" in scheduled.read_text()
+        assert scheduled.stat().st_size < 2000 and rotated.read_text().startswith(old)
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # -- the schedule -------------------------------------------------------------------------
 
 
@@ -485,6 +675,151 @@ def test_cron_install_refuses_a_second_replaces_with_force_edits_only_its_lines(
     assert crontab() == foreign
     none = sitebench("nightly", "remove", "--site", SITE)
     assert none.returncode == 0 and "nothing to remove" in none.stdout
+
+
+#: A second checkout of the same site on this machine: only its path matters to the schedule.
+OTHER = Path("/srv/another checkout/sitebench")
+
+
+def legacy_block(root, hour):
+    """A cron entry as nightly install wrote it before checkouts were told apart."""
+    return [
+        f"# BEGIN sitebench nightly {SITE} (managed by ./sitebench nightly; do not edit)",
+        f"0 {hour} * * * cd {shlex.quote(str(root))} && env PATH=/usr/bin "
+        f"{shlex.quote(str(root / 'sitebench'))} nightly run --site {SITE} "
+        f">> {shlex.quote(str(root / 'scheduled.log'))} 2>&1",
+        f"# END sitebench nightly {SITE}",
+    ]
+
+
+@pytest.mark.reliability_fault
+def test_two_checkouts_of_a_site_each_keep_their_own_cron_entry(
+    night_env, real_crontab, monkeypatch
+):
+    subprocess.run(["crontab", "-r"], capture_output=True)
+    first = sitebench("nightly", "install", "--site", SITE, "--at", "02:30")
+    assert first.returncode == 0, first.stderr
+    mine = crontab()
+    monkeypatch.setattr(paths, "ROOT", OTHER)
+    assert cron.installed(SITE) == []
+    cron.install(SITE, 3, 40, schedule.command_line(SITE, night_env["tmp"] / "other-logs"))
+    both = crontab()
+    assert both.startswith(mine) and f"\n40 3 * * * cd {shlex.quote(str(OTHER))} && " in both
+    assert f"checkout {OTHER}" in both  # its marker names it
+    assert [(via, at) for via, _, at in status.entries(SITE)] == [("cron", (3, 40))]
+    # This checkout's status, replace and remove see its own entry only.
+    status_here = sitebench("nightly", "status", "--site", SITE)
+    assert "\n    30 2 * * * " in status_here.stdout and "40 3 * * *" not in status_here.stdout
+    assert cron.remove(SITE) and crontab() == mine
+    forced = sitebench("nightly", "install", "--site", SITE, "--at", "04:05", "--force")
+    assert forced.returncode == 0, forced.stderr
+    cron.install(SITE, 3, 40, schedule.command_line(SITE, night_env["tmp"] / "other-logs"))
+    removed = sitebench("nightly", "remove", "--site", SITE)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    table = crontab()
+    assert "40 3 * * *" in table and "5 4 * * *" not in table
+
+
+@pytest.mark.reliability_fault
+def test_an_entry_from_before_checkouts_were_told_apart_is_replaced_and_removed(
+    night_env, real_crontab
+):
+    theirs, mine = legacy_block(OTHER, 1), legacy_block(ROOT, 2)
+    subprocess.run(["crontab", "-"], input="\n".join(theirs + mine) + "\n", text=True, check=True)
+    shown = sitebench("nightly", "status", "--site", SITE)
+    assert mine[1] in shown.stdout and theirs[1] not in shown.stdout
+    again = sitebench("nightly", "install", "--site", SITE, "--at", "04:00")
+    assert again.returncode == 2 and "already installed" in again.stderr
+    forced = sitebench("nightly", "install", "--site", SITE, "--at", "04:00", "--force")
+    assert forced.returncode == 0, forced.stderr
+    table = crontab()
+    assert table.startswith("\n".join(theirs) + "\n") and mine[1] not in table
+    assert "\n0 4 * * * " in table
+    removed = sitebench("nightly", "remove", "--site", SITE)
+    assert removed.returncode == 0 and "removed" in removed.stdout
+    assert crontab() == "\n".join(theirs) + "\n"
+    mine_again = sitebench("nightly", "remove", "--site", SITE)
+    assert "nothing to remove" in mine_again.stdout and crontab() == "\n".join(theirs) + "\n"
+
+
+@pytest.mark.reliability_fault
+def test_two_checkouts_of_a_site_each_keep_their_own_systemd_units(night_env, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(night_env["tmp"] / "config"))
+    monkeypatch.setattr(systemd, "systemctl", lambda system, *a: (False, "not booted"))
+    systemd.install(SITE, 1, 5, night_env["logs"])
+    mine = systemd.installed(SITE)
+    assert len(mine) == 2
+    monkeypatch.setattr(paths, "ROOT", OTHER)
+    assert systemd.installed(SITE) == []
+    systemd.install(SITE, 2, 5, night_env["tmp"] / "other-logs")
+    theirs = systemd.installed(SITE)
+    assert len(theirs) == 2 and not set(theirs) & set(mine)
+    assert f"WorkingDirectory={OTHER}\n" in theirs[0].read_text()
+    assert systemd.remove(SITE) and not any(p.exists() for p in theirs)
+    assert all(p.exists() for p in mine)
+    monkeypatch.setattr(paths, "ROOT", ROOT)
+    assert systemd.remove(SITE) and not any(p.exists() for p in mine)
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.parametrize("owner", ["this checkout", "another checkout"])
+def test_systemd_units_from_before_checkouts_were_told_apart(night_env, monkeypatch, owner):
+    """Units named by the site alone (sitebench-nightly-<site>) are this checkout's when
+    their WorkingDirectory is this checkout: replaced with --force and removed; another
+    checkout's are left alone."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(night_env["tmp"] / "config"))
+    monkeypatch.setattr(systemd, "systemctl", lambda system, *a: (False, "not booted"))
+    root = ROOT if owner == "this checkout" else OTHER
+    old = systemd.unit_dir(False) / f"sitebench-nightly-{SITE}"
+    old.parent.mkdir(parents=True)
+    old.with_suffix(".service").write_text(
+        f"{systemd.MARK}\n[Service]\nWorkingDirectory={root}\nExecStart={root}/sitebench\n"
+    )
+    old.with_suffix(".timer").write_text(f"{systemd.MARK}\n[Timer]\nOnCalendar=*-*-* 01:00:00\n")
+    legacy = [old.with_suffix(".service"), old.with_suffix(".timer")]
+    if owner == "this checkout":
+        assert sorted(systemd.installed(SITE)) == sorted(legacy)
+        with pytest.raises(SitebenchError, match="already installed"):
+            systemd.install(SITE, 2, 5, night_env["logs"])
+        systemd.install(SITE, 2, 5, night_env["logs"], force=True)
+        assert not any(p.exists() for p in legacy)
+        assert systemd.remove(SITE) and systemd.installed(SITE) == []
+    else:
+        assert systemd.installed(SITE) == []
+        systemd.install(SITE, 2, 5, night_env["logs"])
+        assert systemd.remove(SITE) and all(p.exists() for p in legacy)
+
+
+FAKE_SCRONTAB = """#!/bin/sh
+# The tests' scrontab: -l, -r and FILE on the table in $FAKE_SCRONTAB_TABLE.
+table="$FAKE_SCRONTAB_TABLE"
+case "$1" in
+  -l) [ -f "$table" ] && exec cat "$table"; echo "no crontab for $(id -un)" >&2; exit 1 ;;
+  -r) rm -f "$table" ;;
+  *) cp "$1" "$table" ;;
+esac
+"""
+
+
+@pytest.mark.reliability_fault
+def test_two_checkouts_of_a_site_each_keep_their_own_scrontab_entry(night_env, monkeypatch):
+    bin_dir = night_env["tmp"] / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "scrontab").write_text(FAKE_SCRONTAB)
+    (bin_dir / "scrontab").chmod(0o755)
+    table = night_env["tmp"] / "scrontab-table"
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_SCRONTAB_TABLE", str(table))
+    scrontab.install(SITE, 2, 30, schedule.command_line(SITE, night_env["logs"]), False, "debug")
+    mine = table.read_text()
+    monkeypatch.setattr(paths, "ROOT", OTHER)
+    assert scrontab.installed(SITE) == []
+    scrontab.install(SITE, 3, 40, schedule.command_line(SITE, night_env["tmp"] / "other-logs"))
+    both = table.read_text()
+    assert both.startswith(mine) and f"\n40 3 * * * cd {shlex.quote(str(OTHER))} && " in both
+    jobs = [line for line in both.splitlines() if line.startswith("#SCRON --job-name=")]
+    assert len(jobs) == 2 and len({j.split()[1] for j in jobs}) == 2, jobs
+    assert scrontab.remove(SITE) and table.read_text() == mine
 
 
 @pytest.mark.reliability_input
@@ -570,10 +905,8 @@ def test_systemd_units_pass_systemd_analyze_verify(night_env, verify, system, mo
             env=env,
         )
         assert proc.returncode == 0, proc.stderr
-        units = (
-            home / "systemd/user/sitebench-nightly-nightsite.service",
-            home / "systemd/user/sitebench-nightly-nightsite.timer",
-        )
+        name = f"sitebench-nightly-{SITE}-{schedule.checkout_key()}"
+        units = (home / f"systemd/user/{name}.service", home / f"systemd/user/{name}.timer")
     service, timer = (p.read_text() for p in units)
     assert "OnCalendar=*-*-* 01:05:00" in timer
     named = "" if system else f'"--toolchain" "{first_local_toolchain()}" '

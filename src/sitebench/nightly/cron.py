@@ -1,5 +1,6 @@
-"""The schedule in the user's crontab (``crontab -l`` / ``crontab -``): sitebench's lines
-for a site sit between its BEGIN/END marker comments, and only those are ever edited."""
+"""The schedule in the user's crontab (``crontab -l`` / ``crontab -``): this checkout's
+lines for a site sit between its BEGIN/END marker comments (:func:`.schedule.own_block`),
+and only those are ever edited."""
 
 import shutil
 import subprocess

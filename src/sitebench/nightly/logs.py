@@ -1,4 +1,6 @@
-"""A log per night in the site's ``nightly.logs`` directory, the last ``nightly.keep`` kept.
+"""A log per night in the site's ``nightly.logs`` directory, the last ``nightly.keep`` kept
+(and, counted apart, the last ``keep`` starts that found a night running); the scheduler's
+own ``scheduled.log`` there is renamed ``scheduled.log.1`` past 1 MiB.
 
 A night's log is ``<UTC time to the microsecond>Z-<pid>.log``; everything the night prints
 goes into it, ReFrame and Spack included (their file descriptors 1 and 2 are the log's
@@ -17,8 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sitebench.common import paths
+from sitebench.nightly import schedule
+from sitebench.nightly.codes import ALREADY_RUNNING
 
 DEFAULT_KEEP = 30
+#: The scheduler's log is renamed scheduled.log.1 past this size: the two hold the last
+#: 1 to 2 MiB of what the scheduler collected (a night adds one line of about 150 bytes).
+SCHEDULED_MAX = 2**20
 NAME = re.compile(r"^(\d{8}T\d{6})(\d{6})Z-(\d+)\.log$")
 VERDICT = re.compile(r"^sitebench nightly: verdict: (.*) \(exit (\d+)\)$")
 
@@ -52,11 +59,32 @@ def night_logs(directory):
 
 
 def rotate(directory, keep):
-    """Remove all but the newest ``keep`` nights' logs; return the removed ones."""
-    old = night_logs(directory)[:-keep] if keep > 0 else []
+    """Remove all but the newest ``keep`` nights' logs; return the removed ones. The starts
+    that found a night running (exit 4) are counted apart, their newest ``keep`` kept: a
+    scheduler starting nights too often never pushes the nights' own logs out."""
+    nights, not_started = [], []
+    for path in night_logs(directory):
+        not_run = read_night(path).code == ALREADY_RUNNING
+        (not_started if not_run else nights).append(path)
+    old = [p for group in (nights, not_started) for p in (group[:-keep] if keep > 0 else [])]
     for path in old:
         path.unlink(missing_ok=True)
     return old
+
+
+def rotate_scheduled(directory, limit=SCHEDULED_MAX):
+    """Rename the scheduler's log (what cron, systemd or scrontab append the nights' output
+    to) ``scheduled.log.1``, replacing the one before, once it is past ``limit`` bytes: the
+    next night's scheduler opens a new one. A rename loses nothing: a night still writing
+    goes on in the renamed file."""
+    path = schedule.scheduled_log(directory)
+    try:
+        if path.stat().st_size > limit:
+            path.replace(path.with_name(path.name + ".1"))
+            return True
+    except OSError:
+        pass  # none yet, or not ours to rename: the nights' own logs are unaffected
+    return False
 
 
 def verdict_line(word, code):

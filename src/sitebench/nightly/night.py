@@ -14,7 +14,7 @@ import traceback
 
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.nightly import alert, codes, logs
+from sitebench.nightly import alert, codes, fallback, logs
 from sitebench.nightly.lock import AlreadyRunning, hold
 from sitebench.common.paths import shown
 from sitebench.nightly.suite import run_once
@@ -48,8 +48,14 @@ def _handle(handler):
         return {}
 
 
+#: The alert's lines naming incoming commits the publish refused: they alert a night that
+#: passed too (someone must look at the sending site), its exit code unchanged.
+REFUSED = "  refused: "
+
+
 def publish_run(site, publisher):
-    """("published ..." or "not published: <reason>", ok?) for the site's new runs."""
+    """("published ..." or "not published: <reason>", then the incoming commits it refused
+    one a line; ok?) for the site's new runs."""
     from sitebench.results.exchange import publish
 
     try:
@@ -58,34 +64,60 @@ def publish_run(site, publisher):
         return f"not published: {err.problem}" + (f" ({err.fix})" if err.fix else ""), False
     if result.published:
         runs = ", ".join(result.runs) or "no new run"
-        return f"published: {runs}" + (f" (commit {result.commit})" if result.commit else ""), True
-    return f"not published: {result.reason or 'no reason given'}", False
+        said = f"published: {runs}" + (f" (commit {result.commit})" if result.commit else "")
+    else:
+        said = f"not published: {result.reason or 'no reason given'}"
+    # Published.refused is newer than this code's first callers: absent means none.
+    refused = list(getattr(result, "refused", None) or [])
+    if refused:
+        said += f"\nthe publish refused {len(refused)} incoming commit(s):"
+        said += "".join(f"\n{REFUSED}{line}" for line in refused)
+    return said, result.published
 
 
 def _stamp(t):
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t))
 
 
-def _unloadable(site_name, err):
-    """A site whose settings cannot be read: a log in the default place when the site
-    exists (no alert: its alert command is among the unreadable settings)."""
-    print(f"sitebench nightly: could not run: {err.problem}", file=sys.stderr)
-    if err.fix:
-        print(f"  fix: {err.fix}", file=sys.stderr)
+def _known_site(site_name):
+    """The night of an unreadable site gets a log and an alert when the name is a site's:
+    its folder is there, or an earlier night of it recorded its settings."""
+    from sitebench.common import paths
+
     try:
         check_name("site", site_name)
     except SitebenchError:
-        return codes.NOT_RUN
-    from sitebench.common import paths
+        return False
+    config = paths.site_config_dir(site_name) / "reframe.py"
+    return config.is_file() or fallback.recorded(site_name) is not None
 
-    if not (paths.site_config_dir(site_name) / "reframe.py").is_file():
+
+def _unloadable(site_name, err, opening, echo):
+    """A site whose settings cannot be read: "could not run", logged and alerted with the
+    ``nightly:`` settings :mod:`.fallback` salvages (no log for a name that is no site)."""
+    if not _known_site(site_name) or not _echoing(echo):
+        # Where the scheduler collects stdout and stderr (a terminal sees the log).
+        print(f"sitebench nightly: could not run: {err.problem}", file=sys.stderr)
+        if err.fix:
+            print(f"  fix: {err.fix}", file=sys.stderr)
+    if not _known_site(site_name):
         return codes.NOT_RUN
-    log = logs.new_log(logs.logs_dir(site_name, {}))
-    with open(log, "a") as f:
-        f.write(f"sitebench nightly: {site_name}: could not run: {err}\n")
-        f.write(logs.verdict_line(codes.verdict(codes.NOT_RUN), codes.NOT_RUN) + "\n")
-    print(f"  log: {log}", file=sys.stderr)
-    return codes.NOT_RUN
+    settings, source = fallback.salvage(site_name)
+
+    def body(say):
+        line = f"could not run: {err.problem}" + (f"\n  fix: {err.fix}" if err.fix else "")
+        say(f"sitebench nightly: {line}")
+        said = f"this night's log folder and alert: {source}"
+        if not alert.command_of(site_name, settings):
+            said += " (no alert command known)"
+        say(said)
+        return [line, said], codes.NOT_RUN
+
+    return _logged(site_name, settings, opening, echo, body)
+
+
+def _echoing(echo):
+    return sys.stdout.isatty() if echo is None else echo
 
 
 def run_night(
@@ -115,57 +147,73 @@ def run_night(
         from sitebench.sites.toolchains import select
 
         select(toolchains)
+    opening = (
+        f", scale {scale}"
+        + (f", toolchains {', '.join(toolchains)}" if toolchains else "")
+        + (f", ReFrame options {' '.join(reframe_args)}" if reframe_args else "")
+    )
     try:
         site = Site.resolve(site_name)
     except SitebenchError as err:
-        return _unloadable(site_name, err)
-    directory = logs.logs_dir(site.name, site.settings)
+        return _unloadable(site_name, err, opening, echo)
+    fallback.record(site.name, site.settings)
+
+    def body(say):
+        return _night(site, scale, reframe_args, publish, suite, publisher, say, bool(toolchains))
+
+    return _logged(site.name, site.settings, opening, echo, body)
+
+
+def _logged(site_name, settings, opening, echo, body):
+    """The night's log around ``body(say) -> ([lines for the alert], exit code)``: its
+    opening, the alert, the verdict; then the rotation of the logs. Returns the exit code."""
+    directory = logs.logs_dir(site_name, settings)
     log = logs.new_log(directory)
     started = time.time()
     with logs.capture(log, echo) as say:
         say(
-            f"sitebench nightly: {site.name} on {socket.gethostname()}, started "
-            f"{_stamp(started)}, scale {scale}"
-            + (f", toolchains {', '.join(toolchains)}" if toolchains else "")
-            + (f", ReFrame options {' '.join(reframe_args)}" if reframe_args else "")
+            f"sitebench nightly: {site_name} on {socket.gethostname()}, started "
+            f"{_stamp(started)}{opening}"
         )
         say(f"log: {log}")
-        lines, code = _night(
-            site, scale, reframe_args, publish, suite, publisher, say, bool(toolchains)
-        )
-        late = []
-        previous = _handle(lambda signum, _f: late.append(signal.Signals(signum).name))
-        try:
-            word = codes.verdict(code)
-            head = (
-                f"sitebench nightly: {site.name} on {socket.gethostname()}: {word} "
-                f"(exit {code})"
-            )
-            report = "\n".join(
-                [
-                    head,
-                    f"started {_stamp(started)}, ended {_stamp(time.time())}",
-                    *lines,
-                    f"log: {log}",
-                ]
-            )
-            if code != codes.PASSED:
-                alert.send(alert.command_of(site.name, site.settings), report + "\n", say)
-            if late:
-                say(f"(received {', '.join(late)} while finishing; the night ended anyway)")
-            say(logs.verdict_line(word, code))
-        finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
-    removed = logs.rotate(directory, logs.keep_of(site.settings))
-    if not (sys.stdout.isatty() if echo is None else echo):
+        lines, code = body(say)
+        _ending(site_name, settings, lines, code, started, log, say)
+    removed = logs.rotate(directory, logs.keep_of(settings))
+    if not _echoing(echo):
         # Where the scheduler collects stdout: one line per night.
         print(
-            f"sitebench nightly: {site.name}: {codes.verdict(code)} (exit {code}); log {log}"
+            f"sitebench nightly: {site_name}: {codes.verdict(code)} (exit {code}); log {log}"
             + (f"; {len(removed)} old log(s) removed" if removed else ""),
             flush=True,
         )
+    logs.rotate_scheduled(directory)
     return code
+
+
+def _ending(site_name, settings, lines, code, started, log, say):
+    """The alert (a night that did not pass, or whose publish refused incoming commits) and
+    the verdict line; a stop signal now is noted, not obeyed: the night is ending."""
+    late = []
+    previous = _handle(lambda signum, _f: late.append(signal.Signals(signum).name))
+    try:
+        word = codes.verdict(code)
+        head = f"sitebench nightly: {site_name} on {socket.gethostname()}: {word} (exit {code})"
+        report = "\n".join(
+            [
+                head,
+                f"started {_stamp(started)}, ended {_stamp(time.time())}",
+                *lines,
+                f"log: {log}",
+            ]
+        )
+        if code != codes.PASSED or REFUSED in report:
+            alert.send(alert.command_of(site_name, settings), report + "\n", say)
+        if late:
+            say(f"(received {', '.join(late)} while finishing; the night ended anyway)")
+        say(logs.verdict_line(word, code))
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _night(site, scale, reframe_args, publish, suite, publisher, say, named=False):

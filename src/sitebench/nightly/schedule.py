@@ -5,9 +5,16 @@ The line is ``cd <checkout> && env PATH=... [SITEBENCH_*=...] <checkout>/siteben
 run --site S >> <logs>/scheduled.log 2>&1``: the scheduled run sees the PATH and the
 ``SITEBENCH_*`` (and ``SLURM_CONF``) settings of the shell that installed it, since cron,
 systemd and Slurm start it with an environment of their own. ``scheduled.log`` gets one line
-per night (and anything said before the night's own log opened).
+per night (and anything said before the night's own log opened); the night renames it
+``scheduled.log.1`` past 1 MiB (:func:`.logs.rotate_scheduled`).
+
+An entry is this checkout's: its markers (and systemd unit names) carry the site and
+:func:`checkout_key`, so a second checkout of the site on the machine has its own. Entries
+written before (markers naming the site only) are this checkout's when their line starts
+in it: shown, replaced and removed as such.
 """
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -31,12 +38,30 @@ PASSED_ON = ("PATH", "SLURM_CONF")
 NAMED_ON_THE_LINE = ("SITEBENCH_TOOLCHAINS",)
 
 
+def checkout_key():
+    """This checkout in 8 hex digits (its absolute path, hashed): the markers and unit
+    names carry it, so that two checkouts of one site on a machine keep their own
+    schedules."""
+    return hashlib.sha256(str(paths.ROOT).encode()).hexdigest()[:8]
+
+
 def begin_marker(site):
-    return f"# BEGIN sitebench nightly {site} (managed by ./sitebench nightly; do not edit)"
+    return (
+        f"# BEGIN sitebench nightly {site} {checkout_key()} (checkout {paths.ROOT}; "
+        "managed by ./sitebench nightly; do not edit)"
+    )
 
 
 def end_marker(site):
-    return f"# END sitebench nightly {site}"
+    return f"# END sitebench nightly {site} {checkout_key()}"
+
+
+def legacy_markers(site):
+    """(begin, end) of the entries written before the markers named their checkout."""
+    return (
+        f"# BEGIN sitebench nightly {site} (managed by ./sitebench nightly; do not edit)",
+        f"# END sitebench nightly {site}",
+    )
 
 
 def program(via):
@@ -95,14 +120,24 @@ def command_line(site, logs_dir, scale="quick", reframe_args=(), toolchains=()):
 
 
 def own_block(text, site):
-    """(lines before, sitebench's lines for ``site``, lines after) of a crontab."""
+    """(lines before, this checkout's lines for ``site``, lines after) of a crontab: the
+    block between its markers, else one between the markers of before they named the
+    checkout whose line starts in this checkout (replaced and removed as this checkout's)."""
     lines = text.splitlines()
-    begin, end = begin_marker(site), end_marker(site)
-    if begin not in lines:
-        return lines, [], []
-    i = lines.index(begin)
-    j = lines.index(end, i) if end in lines[i:] else len(lines) - 1
-    return lines[:i], lines[i : j + 1], lines[j + 1 :]
+    for begin, end in ((begin_marker(site), end_marker(site)), legacy_markers(site)):
+        for i, line in enumerate(lines):
+            if line != begin:
+                continue
+            j = lines.index(end, i) if end in lines[i:] else len(lines) - 1
+            if begin != begin_marker(site) and not _starts_here(lines[i : j + 1]):
+                continue  # another checkout's, from before the markers named it
+            return lines[:i], lines[i : j + 1], lines[j + 1 :]
+    return lines, [], []
+
+
+def _starts_here(block):
+    here = f"cd {shlex.quote(str(paths.ROOT))} && "
+    return any(here in line for line in block)
 
 
 def refuse_installed(site, via, where, force):

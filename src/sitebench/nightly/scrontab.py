@@ -45,7 +45,7 @@ def write(scrontab, text):
 
 def entry(site, hour, minute, line, partition=None):
     lines = cron.entry(site, hour, minute, line)
-    options = f"#SCRON --job-name=sitebench-nightly-{site}"
+    options = f"#SCRON --job-name=sitebench-nightly-{site}-{schedule.checkout_key()}"
     if partition:
         options += f" --partition={partition}"
     return [lines[0], options, *lines[1:]]

@@ -1,6 +1,7 @@
 """The schedule as a systemd timer and its service: user units in
 ``$XDG_CONFIG_HOME/systemd/user`` (default ``~/.config/systemd/user``), or system units in
-``/etc/systemd/system`` (``--system``). Where systemctl works (systemd is PID 1) the timer
+``/etc/systemd/system`` (``--system``), named ``sitebench-nightly-<site>-<checkout key>``
+(:func:`.schedule.checkout_key`). Where systemctl works (systemd is PID 1) the timer
 is reloaded and enabled; elsewhere the units are written and the command to enable them
 is printed."""
 
@@ -23,6 +24,12 @@ def unit_dir(system):
 
 
 def unit_name(site):
+    """This checkout's units of ``site`` (:func:`.schedule.checkout_key`)."""
+    return f"sitebench-nightly-{site}-{schedule.checkout_key()}"
+
+
+def legacy_name(site):
+    """The units' name before it named the checkout."""
     return f"sitebench-nightly-{site}"
 
 
@@ -63,8 +70,8 @@ def timer(site, hour, minute):
     )
 
 
-def files(site, system):
-    d, name = unit_dir(system), unit_name(site)
+def files(site, system, name=None):
+    d, name = unit_dir(system), name or unit_name(site)
     return d / f"{name}.service", d / f"{name}.timer"
 
 
@@ -76,7 +83,33 @@ def systemctl(system, *args):
 
 
 def installed(site, system=False):
-    return [p for p in files(site, system) if p.is_file()]
+    """This checkout's unit files of ``site``: named with the checkout, else named by the
+    site alone (from before) with a service whose WorkingDirectory is this checkout."""
+    present = [p for p in files(site, system) if p.is_file()]
+    if present:
+        return present
+    legacy = [p for p in files(site, system, legacy_name(site)) if p.is_file()]
+    here = f"WorkingDirectory={_plain(paths.ROOT)}"
+    service = legacy[0] if legacy and legacy[0].suffix == ".service" else None
+    if service and here in service.read_text().splitlines():
+        return legacy
+    return []
+
+
+def _not_ours(present):
+    for p in present:
+        if MARK not in p.read_text():
+            return p
+    return None
+
+
+def _take_out(system, present):
+    """Disable the timer among ``present`` and remove the files."""
+    for p in present:
+        if p.suffix == ".timer":
+            systemctl(system, "disable", "--now", p.name)
+    for p in present:
+        p.unlink()
 
 
 def install(
@@ -94,12 +127,15 @@ def install(
     svc, tmr = files(site, system)
     present = installed(site, system)
     if present:
-        if any(MARK not in p.read_text() for p in present):
+        if _not_ours(present):
             raise SitebenchError(
-                f"{present[0]} exists and was not written by sitebench; not replacing it",
+                f"{_not_ours(present)} exists and was not written by sitebench; not replacing "
+                "it",
                 "move it away, or choose another --via",
             )
         schedule.refuse_installed(site, "systemd", str(present[0].parent), force)
+        if present[0].stem != svc.stem:
+            _take_out(system, present)  # units from before they named the checkout
     svc.parent.mkdir(parents=True, exist_ok=True)
     svc.write_text(service(site, logs_dir, scale, reframe_args, toolchains))
     tmr.write_text(timer(site, hour, minute))
@@ -121,11 +157,8 @@ def remove(site, system=False):
     present = installed(site, system)
     if not present:
         return False
-    for p in present:
-        if MARK not in p.read_text():
-            raise SitebenchError(f"{p} was not written by sitebench; not removing it")
-    systemctl(system, "disable", "--now", files(site, system)[1].name)
-    for p in present:
-        p.unlink()
+    if _not_ours(present):
+        raise SitebenchError(f"{_not_ours(present)} was not written by sitebench; not removing it")
+    _take_out(system, present)
     systemctl(system, "daemon-reload")
     return True
