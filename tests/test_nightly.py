@@ -433,6 +433,20 @@ def test_a_broken_configuration_never_read_before_alerts_from_its_own_nightly_ke
     assert logs.last_nights(night_env["logs"])[-1].code == codes.NOT_RUN
 
 
+@pytest.mark.reliability_fault
+def test_a_site_yaml_broken_between_install_and_the_first_night_still_alerts(night_env):
+    """nightly install records the nightly: settings, as each night does."""
+    env = {"XDG_CONFIG_HOME": str(night_env["tmp"] / "config")}  # units only written here
+    proc = sitebench(
+        "nightly", "install", "--site", SITE, "--at", "02:00", "--via", "systemd", env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    problem = break_site_yaml(night_env, "not YAML")
+    assert run_night(SITE, suite=suite_returning(night_env["tmp"])) == codes.NOT_RUN
+    assert problem in night_env["alerts"].read_text()
+    assert logs.last_nights(night_env["logs"])[-1].code == codes.NOT_RUN
+
+
 @pytest.mark.reliability_input
 def test_a_configuration_never_readable_logs_in_the_default_folder_and_says_why(night_env):
     break_site_yaml(night_env, "not YAML")

@@ -72,13 +72,15 @@ def _run(args):
 
 
 def _install(args):
-    from sitebench.nightly import cron, logs, schedule, scrontab, systemd, when
+    from sitebench.nightly import cron, fallback, logs, schedule, scrontab, systemd, when
     from sitebench.run.scales import SCALES
     from sitebench.sites import toolchains
     from sitebench.sites.site import Site
 
     hour, minute = when.parse(args.at)
     site = Site.resolve(args.site)
+    # What a night whose site.yaml later breaks still alerts with and logs to.
+    fallback.record(site.name, site.settings)
     if args.scale not in SCALES:
         from sitebench.common.errors import SitebenchError
 

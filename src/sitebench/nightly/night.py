@@ -95,12 +95,13 @@ def _known_site(site_name):
 def _unloadable(site_name, err, opening, echo):
     """A site whose settings cannot be read: "could not run", logged and alerted with the
     ``nightly:`` settings :mod:`.fallback` salvages (no log for a name that is no site)."""
-    if not _known_site(site_name) or not _echoing(echo):
+    known = _known_site(site_name)
+    if not known or not _echoing(echo):
         # Where the scheduler collects stdout and stderr (a terminal sees the log).
         print(f"sitebench nightly: could not run: {err.problem}", file=sys.stderr)
         if err.fix:
             print(f"  fix: {err.fix}", file=sys.stderr)
-    if not _known_site(site_name):
+    if not known:
         return codes.NOT_RUN
     settings, source = fallback.salvage(site_name)
 
@@ -206,7 +207,7 @@ def _ending(site_name, settings, lines, code, started, log, say):
                 f"log: {log}",
             ]
         )
-        if code != codes.PASSED or REFUSED in report:
+        if code != codes.PASSED or any(ln.startswith(REFUSED) for ln in report.splitlines()):
             alert.send(alert.command_of(site_name, settings), report + "\n", say)
         if late:
             say(f"(received {', '.join(late)} while finishing; the night ended anyway)")
