@@ -18,6 +18,8 @@ COMMANDS = (
     "nightly",
     "publish",
     "pull",
+    "trust",
+    "exchange",
     "compare",
     "regressions",
     "references",

@@ -1,36 +1,39 @@
-"""Commit this site's new runs (only results/<site>/<run>/, never code, configs or another
-site's files) and push them to the results repository: this checkout's remote or a separate
-repository (results.remote in site-configs/<site>/site.yaml; results/README.md). When
-another site pushed in between, the runs are rebased and pushed again. A remote that is down
-leaves them committed here: the next publish pushes them."""
+"""Send this site's new runs to the results repository, in one commit signed with the
+site's SSH key (made on first use; ./sitebench trust key SITE prints it for the other
+sites). Incoming runs are verified first, as by pull. Only <site>/<run>/ files travel: never
+code or configuration. A remote that is down leaves the runs here: the next publish sends
+them; a remote's refusal is shown and not retried."""
 
 from sitebench.cli.common import add_site_argument
 
-description = "commit this site's new runs and push them to the results repository"
+description = "send this site's new runs, signed, to the results repository"
 
 
 def setup_parser(p):
     add_site_argument(p)
     p.add_argument(
         "--remote",
-        help="a remote of the results repository, or its URL or path "
-        "(default: results.remote of site.yaml, else origin)",
+        help="the results repository's URL or path (default: results.remote of site.yaml)",
     )
-    p.add_argument(
-        "--branch", help="default: results.branch of site.yaml, else the remote's default"
-    )
+    p.add_argument("--branch", help="default: results.branch of site.yaml, else main")
     p.add_argument("--retries", type=int, default=5, help="pushes tried again (default 5)")
 
 
 def command(args):
+    from sitebench.results import trust
     from sitebench.results.exchange import publish
 
+    key, public, made = trust.ensure_site_key(args.site)
+    if made:
+        print(f"made the signing key of {args.site}: {key}")
+        print(f"give the other sites its public half ({key}.pub):\n  {public}")
     done = publish(args.site, remote=args.remote, branch=args.branch, retries=args.retries)
+    for line in done.refused:
+        print(f"REFUSED incoming {line}")
     runs = ", ".join(done.runs) or "none new"
     if done.published:
         print(f"published {args.site}: {runs}" + (f" ({done.commit[:12]})" if done.commit else ""))
         return 0
     print(f"not published: {done.reason}")
-    if done.runs:
-        print(f"committed here, pushed by the next publish: {runs}")
+    print("the runs stay here: the next publish sends them")
     return 1

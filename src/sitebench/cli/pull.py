@@ -1,32 +1,43 @@
-"""Bring every site's runs from the results repository (this checkout's remote, or the
-separate results repository results/ is a clone of; an empty or missing results directory
-becomes a clone of --remote URL). Runs committed here and not yet published stay on top."""
+"""Bring every site's runs from the results repository. Every incoming commit is verified
+first (only new runs, regular files, sizes, each run signed by a key trusted here for its
+site: results/README.md); a refused commit is kept aside under refs/sitebench/quarantine/
+and named, the accepted ones around it still arrive. Exit 0: all taken; 3: some refused."""
 
-description = "bring every site's runs from the results repository"
+description = "bring every site's verified runs from the results repository"
 
 
 def setup_parser(p):
     p.add_argument(
         "--site", help="take the remote and branch from this site's site.yaml (results:)"
     )
-    p.add_argument("--remote", help="a remote, or the URL or path (default: origin)")
-    p.add_argument("--branch", help="default: the remote's default branch")
+    p.add_argument("--remote", help="the results repository's URL or path (first pull only)")
+    p.add_argument("--branch", help="default: main")
 
 
 def command(args):
-    from sitebench.results.exchange import pull, results_settings
+    from sitebench.results.exchange import REFUSED_EXIT, pull, results_settings
 
     remote, branch = args.remote, args.branch
     if args.site:
         settings = results_settings(args.site)
         remote = remote or settings.get("remote")
         branch = branch or settings.get("branch")
-    found = pull(remote=remote, branch=branch)
-    if not found:
+    done = pull(remote=remote, branch=branch)
+    if not done.new:
         print("pulled: no new runs")
-    for site, runs in found:
+    for site, runs in done.new:
         print(
             f"pulled {site}: {len(runs)} new run{'s' if len(runs) != 1 else ''}"
             + (f" ({runs[0]} .. {runs[-1]})" if runs else "")
         )
+    for line in done.kept:
+        print(f"kept the copy here: {line}")
+    for line in done.refused:
+        print(f"REFUSED {line}")
+    if done.refused:
+        print(
+            f"runs refused: {len(done.refused)} commit(s) kept aside "
+            "(./sitebench exchange quarantine lists them)"
+        )
+        return REFUSED_EXIT
     return 0

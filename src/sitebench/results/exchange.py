@@ -1,34 +1,37 @@
 """Runs travel between sites through git: :func:`publish` sends a site's new runs to the
-results repository, :func:`pull` brings every site's runs.
+shared results repository, :func:`pull` brings every site's runs. Code never travels with
+them, and nothing another site pushed is trusted before it is verified.
 
-The results repository is the git repository that holds the results directory
-(``results/``, or ``$SITEBENCH_RESULTS_DIR``):
+The results repository is a git repository of its own (never the code's): runs sit at
+``<prefix><site>/<run>/`` in it (``prefix`` "" for a results repository, "results/" for one
+migrated from a checkout whose remote the sites shared). Each results directory keeps its own
+bare copy of it, ``<results>/.exchange/`` (no work tree: nothing is ever checked out), with:
 
-* this checkout, whose remote (``results.remote: origin``, the default) is shared by the
-  sites: runs live at ``results/<site>/<run>/`` beside the code;
-* or a separate repository: the results directory is itself a clone of it (``git clone URL
-  /srv/sitebench-results`` with ``SITEBENCH_RESULTS_DIR=/srv/sitebench-results``, or just
-  ``./sitebench pull``, which clones it into an empty or missing results directory); runs
-  live at ``<site>/<run>/`` at its top. ``results.remote`` is then the URL or path.
+* ``refs/sitebench/accepted``: the remote history already verified here;
+* ``refs/sitebench/quarantine/<commit>``: each refused commit, kept for inspection, its
+  reason in ``.exchange/sitebench-quarantine.tsv``.
 
-Publishing commits only the site's new run directories (``git add -f -- <run dirs>``, then
-``git commit --only -- <run dirs>``: a user's staged code changes stay staged and
-uncommitted; a ``.incoming-*`` run is never a run), then fetches the branch, replays the
-local run commits on it (rebase; runs are new directories, so this never conflicts) and
-pushes, again up to ``retries`` times when another site pushed in between. A push never
-carries anything but this site's runs: local commits that change any other path stop it
-(:class:`SitebenchError`, naming the commit and the file). A remote that cannot be reached
-leaves the runs committed locally; the next publish pushes them. One publish or pull at a
-time per clone: an ``flock`` on ``<git dir>/sitebench-exchange.lock``, released by the
-kernel when the process dies.
+:func:`pull` fetches the branch, verifies every new commit (:mod:`sitebench.results.verify`:
+only added regular files inside new runs, sizes, SSH signatures against this site's trust
+list, :mod:`sitebench.results.trust`) and exports the runs of the accepted ones into
+``<results>/<site>/<run>/`` (written aside, renamed into place, never over an existing run).
+A refused commit takes nothing in; the accepted commits around it still arrive.
+
+:func:`publish` pulls first, then makes one signed commit of this site's runs that the
+remote lacks, on top of the remote's branch, with a private index (no work tree, no rebase:
+a publish killed at any point leaves nothing to repair), and pushes it; when another site
+pushed in between it starts again, and a remote's refusal (a hook's message) is shown and
+not retried. A remote that cannot be reached leaves the runs where they are: the next
+publish sends them. One publish or pull at a time per results directory (``flock``).
 """
 
 import fcntl
+import hashlib
 import os
 import random
-import re
 import socket
 import subprocess
+import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,116 +40,121 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
+from sitebench.results import trust, verify
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
-DEFAULT_REMOTE = "origin"
+EXCHANGE_DIR = ".exchange"
+ACCEPTED = "refs/sitebench/accepted"
+FETCHED = "refs/sitebench/fetched"
+QUARANTINE = "refs/sitebench/quarantine/"
+QUARANTINE_LOG = "sitebench-quarantine.tsv"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
-#: Where the fetched branch is kept when the remote is a URL or path, not a named remote.
-URL_TRACKING = "refs/sitebench/results/"
-_RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-zA-Z._-]+")
+DEFAULT_BRANCH = "main"
+#: ``./sitebench pull`` exits with this when it refused runs (the accepted ones arrived).
+REFUSED_EXIT = 3
 
 
 @dataclass
 class Published:
-    """What one :func:`publish` did: ``runs`` committed or pushed this time; ``reason`` is
-    git's reason (one line) when ``published`` is false; ``commit`` the local HEAD."""
+    """What one :func:`publish` did: ``runs`` of this site pushed this time; ``reason`` is
+    why not when ``published`` is false; ``commit`` the pushed commit; ``refused`` the
+    incoming commits refused on the way (one line each)."""
 
     published: bool
     runs: list = field(default_factory=list)
     reason: str = ""
     commit: str = None
+    refused: list = field(default_factory=list)
 
 
-class GitFailed(Exception):
-    """A git command failed; ``reason`` is the line of its stderr that says why."""
+@dataclass
+class Pulled:
+    """What one :func:`pull` brought: ``new`` [(site, [runs])], ``refused`` one line per
+    refused commit (kept under ``refs/sitebench/quarantine/``), ``kept`` runs that arrived
+    different from the copy already here (the copy here is kept)."""
 
-    def __init__(self, args, proc):
+    new: list = field(default_factory=list)
+    refused: list = field(default_factory=list)
+    kept: list = field(default_factory=list)
+    rewritten: bool = False
+
+
+class GitFailed(SitebenchError):
+    """A git command failed; ``reason`` is git's own words, the remote's ones included."""
+
+    def __init__(self, args, stderr, code):
         self.args_ = args
-        self.stderr = proc.stderr or ""
-        self.reason = _reason(self.stderr) or f"git {args[0]} exited with {proc.returncode}"
-        super().__init__(self.reason)
+        self.stderr = stderr
+        self.reason = _reason(stderr) or f"git {args[0]} exited with {code}"
+        super().__init__(f"git {args[0]} failed: {self.reason}", "see git's reason above")
 
 
 def _reason(stderr):
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    remote = [ln[len("remote:") :].strip() for ln in lines if ln.startswith("remote:")]
+    remote = [ln for ln in remote if ln]
     for ln in lines:
         if ln.startswith(("fatal:", "error:")) or "rejected" in ln:
-            return ln
-    return lines[-1] if lines else ""
+            return ln + (f" ({'; '.join(remote)})" if remote else "")
+    return "; ".join(remote) or (lines[-1] if lines else "")
 
 
-class Repo:
-    """The git repository holding a results directory, and where runs sit in it."""
+class Exchange:
+    """The bare copy of the results repository kept beside a results directory."""
 
     def __init__(self, results_root):
-        self.results_root = Path(results_root).resolve()
-        if not self.results_root.is_dir():
-            raise SitebenchError(
-                f"the results directory {self.results_root} does not exist",
-                "run ./sitebench pull --remote URL to clone the results repository into it",
-            )
-        proc = subprocess.run(
-            ["git", "-C", str(self.results_root), "rev-parse", "--show-toplevel", "--git-dir"],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            raise SitebenchError(
-                f"{self.results_root} is not in a git repository ({_reason(proc.stderr)})",
-                "publish and pull need the results in git: clone the results repository "
-                "there (git clone URL DIR; SITEBENCH_RESULTS_DIR=DIR), see results/README.md",
-            )
-        top, git_dir = proc.stdout.splitlines()[:2]
-        self.top = Path(top).resolve()
-        self.git_dir = (self.results_root / git_dir).resolve()
-        rel = self.results_root.relative_to(self.top)
-        #: The results directory inside the repository, "" or "results/".
-        self.prefix = "" if str(rel) == "." else rel.as_posix() + "/"
-        self.identity = self._identity()
-
-    def _identity(self):
-        """``-c user.name=... -c user.email=...`` where git has no identity configured."""
-        extra = []
-        for key, default in (
-            ("user.name", "sitebench"),
-            ("user.email", f"sitebench@{socket.gethostname()}"),
-        ):
-            got = subprocess.run(
-                ["git", "-C", str(self.top), "config", key], capture_output=True, text=True
-            )
-            if not got.stdout.strip():
-                extra += ["-c", f"{key}={default}"]
-        return extra
-
-    def git(self, *args, check=True, env=None):
-        cmd = [
-            "git",
-            "--no-optional-locks",
+        self.results_root = Path(results_root)
+        self.git_dir = self.results_root / EXCHANGE_DIR
+        self.identity = [
             "-c",
-            "advice.detachedHead=false",
-            *self.identity,
-            "-C",
-            str(self.top),
+            "user.name=sitebench",
+            "-c",
+            f"user.email=sitebench@{socket.gethostname()}",
         ]
+
+    @property
+    def exists(self):
+        return (self.git_dir / "HEAD").is_file()
+
+    def create(self, remote, branch, prefix, baseline=None):
+        self.results_root.mkdir(parents=True, exist_ok=True)
+        if not self.exists:
+            tmp = Path(tempfile.mkdtemp(prefix=".exchange-", dir=self.results_root))
+            _run(["git", "init", "--quiet", "--bare", str(tmp)])
+            tmp.rename(self.git_dir)
+        self.git("config", "sitebench.remote", remote)
+        self.git("config", "sitebench.branch", branch)
+        self.git("config", "sitebench.prefix", prefix)
+        if baseline:
+            self.git("update-ref", ACCEPTED, baseline)
+
+    def setting(self, key, default=None):
+        proc = self.git("config", "--get", f"sitebench.{key}", check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else default
+
+    def git(self, *args, check=True, stdin=None, env=None):
         proc = subprocess.run(
-            [*cmd, *args],
+            ["git", *self.identity, "--git-dir", str(self.git_dir), *args],
+            input=stdin,
             capture_output=True,
             text=True,
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})},
         )
         if check and proc.returncode != 0:
-            raise GitFailed(args, proc)
+            raise GitFailed(args, proc.stderr, proc.returncode)
         return proc
 
-    def out(self, *args):
-        return self.git(*args).stdout
+    def rev(self, ref):
+        proc = self.git("rev-parse", "-q", "--verify", ref + "^{commit}", check=False)
+        return proc.stdout.strip() or None
 
     @contextmanager
     def locked(self, timeout=LOCK_TIMEOUT_S):
-        """One publish or pull at a time in this clone (the kernel drops it on death)."""
-        with open(self.git_dir / LOCK_NAME, "a+") as handle:
+        """One publish or pull at a time per results directory (the kernel drops it)."""
+        self.results_root.mkdir(parents=True, exist_ok=True)
+        with open(self.results_root / f".{LOCK_NAME}", "a+") as handle:
             deadline = time.monotonic() + timeout
             while True:
                 try:
@@ -155,7 +163,7 @@ class Repo:
                 except BlockingIOError:
                     if time.monotonic() > deadline:
                         raise SitebenchError(
-                            f"another publish or pull has held {handle.name} for " f"{timeout} s",
+                            f"another publish or pull has held {handle.name} for {timeout} s",
                             "wait for it to finish, or find it with: fuser " + handle.name,
                         ) from None
                     time.sleep(0.1)
@@ -164,158 +172,231 @@ class Repo:
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
 
-    def site_path(self, site):
-        return f"{self.prefix}{site}/"
+    # -- fetching and verifying ------------------------------------------------------
 
-    # -- the remote --------------------------------------------------------------------
-
-    def resolve_remote(self, remote):
-        """(what git is given, the local ref the fetched branch goes to: prefix)."""
-        remote = remote or DEFAULT_REMOTE
-        names = self.out("remote").split()
-        if remote in names:
-            return remote, f"refs/remotes/{remote}/"
-        if "/" in remote or ":" in remote:
-            if "://" not in remote and ":" not in remote and not Path(remote).exists():
-                raise SitebenchError(
-                    f"the results remote {remote} does not exist",
-                    "name an existing repository (URL or path) in results.remote of "
-                    "site.yaml, or a remote of the results repository (git remote -v)",
-                )
-            local = Path(remote) if "://" not in remote and ":" not in remote else None
-            if local is not None and not ((local / "HEAD").is_file() or (local / ".git").exists()):
-                raise SitebenchError(
-                    f"the results remote {remote} is not a git repository",
-                    "name a git repository (e.g. one made with git init --bare) in "
-                    "results.remote of site.yaml",
-                )
-            return remote, URL_TRACKING
-        raise SitebenchError(
-            f"the results repository {self.top} has no remote {remote!r}"
-            + (f" (it has: {', '.join(names)})" if names else " (it has none)"),
-            f"add it (git -C {self.top} remote add {remote} URL) or name a URL, a path or "
-            "another remote in results.remote of site-configs/<site>/site.yaml",
-        )
-
-    def resolve_branch(self, remote, branch):
-        if branch:
-            return branch
-        proc = self.git("ls-remote", "--symref", remote, "HEAD", check=False)
+    def fetch(self):
+        """Fetch the remote branch into FETCHED; its commit, or None when it has no branch."""
+        remote, branch = self.setting("remote"), self.setting("branch", DEFAULT_BRANCH)
+        proc = self.git("ls-remote", "--heads", remote, f"refs/heads/{branch}", check=False)
         if proc.returncode != 0:
-            raise GitFailed(("ls-remote",), proc)
-        found = re.search(r"^ref: refs/heads/(\S+)\s+HEAD$", proc.stdout, re.M)
-        if found:
-            return found.group(1)
-        current = self.git("symbolic-ref", "--short", "-q", "HEAD", check=False).stdout.strip()
-        if current:
-            return current
-        raise SitebenchError(
-            f"cannot tell which branch of {remote} holds the results",
-            "name it: results.branch in site.yaml or --branch",
-        )
+            raise GitFailed(("ls-remote",), proc.stderr, proc.returncode)
+        if not proc.stdout.strip():
+            return None
+        self.git("fetch", "--quiet", "--no-tags", remote, f"+refs/heads/{branch}:{FETCHED}")
+        return self.rev(FETCHED)
 
-    def fetch(self, remote, tracking, branch):
-        """Fetch ``branch`` into the tracking ref; return its commit."""
-        ref = tracking + branch
-        try:
-            self.git("fetch", "--no-tags", "--quiet", remote, f"+refs/heads/{branch}:{ref}")
-        except GitFailed as err:
-            if "couldn't find remote ref" in err.stderr:
-                raise SitebenchError(
-                    f"the results remote {remote} has no branch {branch!r}",
-                    f"create it once: git -C {self.top} push {remote} HEAD:refs/heads/{branch} "
-                    "(or name another: results.branch in site.yaml, --branch)",
-                ) from None
-            raise
-        return self.out("rev-parse", ref).strip()
-
-    # -- history -------------------------------------------------------------------------
-
-    def head(self):
-        proc = self.git("rev-parse", "-q", "--verify", "HEAD", check=False)
-        return proc.stdout.strip() or None
-
-    def is_ancestor(self, a, b):
-        return self.git("merge-base", "--is-ancestor", a, b, check=False).returncode == 0
-
-    def local_commits(self, upstream):
-        """[(commit, [paths])] of the commits of HEAD not in ``upstream``."""
-        text = self.out(
-            "log", "--no-renames", "--format=%x00%H", "--name-only", f"{upstream}..HEAD"
-        )
-        commits = []
-        for chunk in text.split("\0")[1:]:
-            lines = [ln for ln in chunk.splitlines() if ln.strip()]
-            commits.append((lines[0], lines[1:]))
-        return commits
-
-    def is_run_file(self, path, site=None):
-        """Whether ``path`` (from the top) is in a run of ``site`` (None: of any site)."""
-        if not path.startswith(self.prefix):
-            return False
-        parts = path[len(self.prefix) :].split("/")
-        if len(parts) < 3 or parts[1].startswith(".") or parts[0].startswith("."):
-            return False
-        return site is None or parts[0] == site
-
-    def only_site_commits(self, upstream, site, remote, branch):
-        """Refuse when a local commit not on the remote changes anything but the site's runs
-        (code, configs, another site: pushing would publish it, rebasing would move it);
-        ``site`` None: any site's runs."""
-        for commit, files in self.local_commits(upstream):
-            other = [f for f in files if not self.is_run_file(f, site)]
-            if other or not files:
-                what = other[0] if other else "(no file: a merge or an empty commit)"
-                raise SitebenchError(
-                    f"the history of {self.top} has diverged from {remote} {branch}: local "
-                    f"commit {commit[:12]} changes {what}, which is not a run of "
-                    + (site or "any site"),
-                    "publish pushes only this site's new runs: push that commit yourself, "
-                    f"or move it off {branch} (git branch; git reset), then publish again",
-                )
-
-    def rebase_onto(self, upstream):
-        """Replay the local run commits on ``upstream``; a dirty work tree (the user's code
-        changes) is stashed and given back with its index as it was."""
-        dirty = self.out("status", "--porcelain", "--untracked-files=no").strip()
-        if dirty:
-            self.git("stash", "push", "--quiet", "-m", "sitebench: around a results rebase")
-        try:
-            proc = self.git("rebase", "--quiet", upstream, check=False)
-            if proc.returncode != 0:
-                self.git("rebase", "--abort", check=False)
-                raise SitebenchError(
-                    f"the history of {self.top} cannot be rebased on the results remote "
-                    f"({_reason(proc.stderr + proc.stdout)})",
-                    "the remote's history diverged from this clone's: look with git log "
-                    f"--graph HEAD {upstream}, fix by hand, then publish again",
-                )
-        finally:
-            if dirty:
-                pop = self.git("stash", "pop", "--index", "--quiet", check=False)
-                if pop.returncode != 0:
-                    raise SitebenchError(
-                        f"your uncommitted changes in {self.top} could not be given back "
-                        f"after the rebase ({_reason(pop.stderr)}); they are kept in git stash",
-                        f"git -C {self.top} stash list; git stash pop --index",
-                    )
-
-    def runs_between(self, old, new):
-        """{site: [run names]} added between commits ``old`` (None: nothing) and ``new``."""
-        if old == new:
-            return {}
-        args = ["diff", "--no-renames", "--name-only", "--diff-filter=A"]
-        if old is None:
-            args = ["ls-tree", "-r", "--name-only"]
-            text = self.out(*args, new, *([self.prefix] if self.prefix else []))
-        else:
-            text = self.out(*args, old, new, "--", self.prefix or ".")
+    def accept(self, tip, rules):
+        """Verify ``accepted..tip``, export the accepted commits' runs; a :class:`Pulled`."""
+        pulled = Pulled()
+        accepted = self.rev(ACCEPTED)
+        if tip is None or tip == accepted:
+            return pulled
+        verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules)
         found = {}
-        for line in text.splitlines():
-            parts = line[len(self.prefix) :].split("/")
-            if len(parts) >= 3 and not parts[1].startswith("."):
-                found.setdefault(parts[0], set()).add(parts[1])
-        return {site: sorted(runs) for site, runs in sorted(found.items())}
+        for verdict in verdicts:
+            if not verdict.ok:
+                pulled.refused.append(self._quarantine(verdict))
+                continue
+            for site, run in verdict.runs:
+                status = self._export(verdict.commit, site, run, rules.prefix)
+                if status == "new":
+                    found.setdefault(site, []).append(run)
+                elif status != "same":
+                    pulled.kept.append(f"{site}/{run}: {status}")
+        pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
+        if not pulled.rewritten:
+            self.git("update-ref", ACCEPTED, tip)
+        pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
+        return pulled
+
+    def _quarantine(self, verdict):
+        line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
+        if self.rev(QUARANTINE + verdict.commit):
+            return line  # refused before (a rewrite is met again by every pull)
+        self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{stamp}\t{verdict.commit}\t{verdict.reason}\n")
+        return line
+
+    def quarantined(self):
+        """[(time, commit, reason)] of every commit refused here, oldest first."""
+        try:
+            text = (self.git_dir / QUARANTINE_LOG).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [tuple(ln.split("\t", 2)) for ln in text.splitlines() if ln.count("\t") >= 2]
+
+    # -- exporting runs into the results directory ------------------------------------
+
+    def _files(self, commit, site, run, prefix):
+        """[(relative path, mode, blob)] of a run in a commit's tree."""
+        out = self.git(
+            "ls-tree", "-r", "-z", "--full-tree", commit, "--", f"{prefix}{site}/{run}/"
+        )
+        files = []
+        for entry in out.stdout.split("\0"):
+            if not entry:
+                continue
+            meta, _, path = entry.partition("\t")
+            mode, _, blob = meta.split()
+            files.append((path[len(f"{prefix}{site}/{run}/") :], mode, blob))
+        return files
+
+    def _export(self, commit, site, run, prefix):
+        """Write a verified run into the results directory: "new", "same" (already here,
+        identical) or why the copy here was kept."""
+        site_dir = self.results_root / site
+        if site_dir.is_symlink() or (site_dir.exists() and not site_dir.is_dir()):
+            return f"{site_dir} is not a plain directory; nothing written"
+        dest = site_dir / run
+        files = self._files(commit, site, run, prefix)
+        if dest.is_symlink() or dest.exists():
+            return "same" if _same_files(dest, files) else "differs from the copy here, kept"
+        site_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".incoming-pull-{run}-", dir=site_dir))
+        for rel, mode, blob in files:
+            target = tmp / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            data = subprocess.run(
+                ["git", "--git-dir", str(self.git_dir), "cat-file", "blob", blob],
+                capture_output=True,
+                check=True,
+            ).stdout
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+        try:
+            tmp.rename(dest)
+        except OSError:
+            # Written meanwhile by another writer: never replaced.
+            subprocess.run(["rm", "-rf", "--", str(tmp)], check=False)
+            return "appeared here meanwhile, kept"
+        return "new"
+
+    # -- publishing -----------------------------------------------------------------------
+
+    def tree_runs(self, commit, site, prefix):
+        if commit is None:
+            return set()
+        out = self.git("ls-tree", "--name-only", "-z", commit, "--", f"{prefix}{site}/")
+        return {p.rsplit("/", 1)[-1] for p in out.stdout.split("\0") if p}
+
+    def make_commit(self, parent, site, runs, prefix, key):
+        """One commit adding ``runs`` (directories) under ``<prefix><site>/`` on top of
+        ``parent``, signed with ``key``. Only the trees on the way to the site's directory
+        are made again (``mktree``); the rest of the parent's tree is reused as it is, so an
+        entry git would refuse in an index or a checkout (another site's) stops nothing."""
+        index = self.git_dir / f"sitebench-index-{os.getpid()}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            self.git("read-tree", "--empty", env=env)
+            entries = []
+            for run in runs:
+                files = _run_files(run)
+                shas = self.git(
+                    "hash-object",
+                    "-w",
+                    "--no-filters",
+                    "--stdin-paths",
+                    stdin="".join(f"{path}\n" for path, _ in files),
+                ).stdout.split()
+                for (path, mode), sha in zip(files, shas):
+                    entries.append(f"{mode} {sha}\t{path.relative_to(run.parent).as_posix()}\n")
+            self.git("update-index", "--add", "--index-info", stdin="".join(entries), env=env)
+            added = self.git("write-tree", env=env).stdout.strip()
+        finally:
+            index.unlink(missing_ok=True)
+        tree = self._graft(parent, [*prefix.rstrip("/").split("/"), site] if prefix else [site], added)
+        names = [run.name for run in runs]
+        message = (
+            f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
+            f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})\n\n"
+            + "\n".join(f"{site}/{n}" for n in names)
+            + "\n\nPublished by ./sitebench publish.\n"
+        )
+        sign = []
+        if key:
+            sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"]
+        args = [*sign, "commit-tree", tree, *(["-p", parent] if parent else []), "-m", message]
+        if key:
+            args.insert(len(sign) + 1, "-S")
+        return self.git(*args).stdout.strip()
+
+    def _entries(self, treeish):
+        """The raw ``ls-tree -z`` entries of a tree (none when it does not exist)."""
+        proc = self.git("ls-tree", "-z", treeish, check=False)
+        return [e for e in proc.stdout.split("\0") if e] if proc.returncode == 0 else []
+
+    def _graft(self, parent, parts, added):
+        """The tree of ``parent`` with the entries of tree ``added`` merged into the
+        directory ``parts`` (the site's), remade bottom-up with ``mktree``."""
+        base = f"{parent}:{'/'.join(parts)}" if parent else None
+        entries = self._entries(base) if base else []
+        entries += self._entries(added)
+        sha = self.git("mktree", "-z", stdin="".join(e + "\0" for e in entries)).stdout.strip()
+        for depth in range(len(parts) - 1, -1, -1):
+            where = "/".join(parts[:depth])
+            above = self._entries(f"{parent}:{where}" if where else parent) if parent else []
+            name = parts[depth]
+            above = [e for e in above if e.split("\t", 1)[1] != name]
+            above.append(f"040000 tree {sha}\t{name}")
+            sha = self.git("mktree", "-z", stdin="".join(e + "\0" for e in above)).stdout.strip()
+        return sha
+
+    def push(self, commit):
+        remote, branch = self.setting("remote"), self.setting("branch", DEFAULT_BRANCH)
+        return self.git(
+            "push", "--porcelain", remote, f"{commit}:refs/heads/{branch}", check=False
+        )
+
+
+def _run(args):
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise GitFailed(args[1:], proc.stderr, proc.returncode)
+    return proc.stdout
+
+
+def _run_files(run):
+    """[(path, git mode)] of the regular files of one of this site's runs; anything else
+    (a symlink, a special file) stops the publish: it would be refused everywhere."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(run):
+        for name in sorted(dirnames + filenames):
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if path.is_symlink() or not (path.is_dir() or path.is_file()):
+                raise SitebenchError(
+                    f"{path} is a symlink or a special file: runs are published with regular "
+                    "files only",
+                    "replace it with the file it stands for, or remove it, then publish again",
+                )
+            if path.is_file():
+                found.append((path, "100755" if st.st_mode & 0o111 else "100644"))
+    return sorted(found)
+
+
+def _same_files(dest, files):
+    """Whether the run at ``dest`` holds exactly these blobs (git's hash of each file)."""
+    if dest.is_symlink() or not dest.is_dir():
+        return False
+    here = {}
+    for path in dest.rglob("*"):
+        if path.is_symlink():
+            return False
+        if path.is_file():
+            here[path.relative_to(dest).as_posix()] = path
+    if set(here) != {rel for rel, _, _ in files}:
+        return False
+    for rel, _, blob in files:
+        data = here[rel].read_bytes()
+        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
+            return False
+    return True
+
+
+# -- where the exchange points -----------------------------------------------------------
 
 
 def results_settings(site):
@@ -328,178 +409,197 @@ def results_settings(site):
     return site_settings.load(site).get("results") or {}
 
 
-def _check_committed_runs_untouched(repo):
-    """Refuse when a committed run (any site) was changed or removed locally: runs are never
-    modified, and a publish must not carry, nor hide, such a change."""
-    text = repo.out(
-        "status", "--porcelain", "-z", "--untracked-files=no", "--", repo.prefix or "."
-    )
-    for entry in text.split("\0"):
-        if len(entry) < 4:
-            continue
-        path = entry[3:]
-        parts = path[len(repo.prefix) :].split("/")
-        if len(parts) >= 3:
-            raise SitebenchError(
-                f"the committed run {parts[0]}/{parts[1]} was modified in this clone: {path} "
-                f"({'deleted' if 'D' in entry[:2] else 'changed'}); runs are never modified",
-                f"restore it (git -C {repo.top} checkout HEAD -- {path}; git restore --staged) "
-                "and publish again",
-            )
+def _is_url_or_path(remote):
+    return "/" in remote or ":" in remote
 
 
-def _new_runs(repo, site):
-    """This site's run directories not yet in git (hidden ``.incoming-*`` never)."""
-    tracked = repo.out("ls-files", "-z", "--", repo.site_path(site)).split("\0")
-    known = {p[len(repo.site_path(site)) :].split("/", 1)[0] for p in tracked if p}
-    return [p for p in run_dirs(site, repo.results_root) if p.name not in known]
-
-
-def _commit_runs(repo, site, runs):
-    rels = [repo.site_path(site) + run.name for run in runs]
-    names = [run.name for run in runs]
-    message = (
-        f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
-        f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''})\n\n"
-        + "\n".join(f"{site}/{n}" for n in names)
-        + "\n\nPublished by ./sitebench publish.\n"
-    )
-    repo.git("add", "-f", "--", *rels)
-    repo.git("commit", "--quiet", "--no-verify", "-m", message, "--only", "--", *rels)
-
-
-def publish(site_name, results_root=None, remote=None, branch=None, retries=5):
-    """Commit ``site_name``'s new runs and push them; see the module's doc."""
-    try:
-        return _publish(site_name, results_root, remote, branch, retries)
-    except GitFailed as err:
-        raise _failed(err, results_root) from None
-
-
-def _failed(err, results_root):
-    return SitebenchError(
-        f"git {err.args_[0]} failed in the results repository of "
-        f"{results_root or paths.results_dir()}: {err.reason}",
-        "repair what git names (a full disk, permissions), then run it again: runs are "
-        "never lost, those not pushed are pushed by the next publish",
-    )
-
-
-def _publish(site_name, results_root, remote, branch, retries):
-    settings = results_settings(site_name)
-    repo = Repo(results_root or paths.results_dir())
-    remote_given = remote or settings.get("remote") or DEFAULT_REMOTE
-    with repo.locked():
-        target, tracking = repo.resolve_remote(remote_given)
-        _check_committed_runs_untouched(repo)
-        new = _new_runs(repo, site_name)
-        committed = [run.name for run in new]
-        if new:
-            try:
-                _commit_runs(repo, site_name, new)
-            except GitFailed as err:
-                repo.git("reset", "--quiet", "--", *[repo.site_path(site_name)], check=False)
-                raise SitebenchError(
-                    f"could not commit the runs of {site_name} ({err.reason}); nothing was "
-                    "committed, the runs are untouched",
-                    f"make room on (or repair) the file system of {repo.git_dir} and publish "
-                    "again",
-                ) from None
-        try:
-            branch = branch or settings.get("branch") or repo.resolve_branch(target, None)
-        except GitFailed as err:
-            return Published(False, committed, err.reason, repo.head())
-        pushed = set()
-        reason = ""
-        for attempt in range(retries + 1):
-            try:
-                upstream = repo.fetch(target, tracking, branch)
-            except GitFailed as err:
-                return Published(False, committed, err.reason, repo.head())
-            repo.only_site_commits(upstream, site_name, target, branch)
-            if not repo.is_ancestor(upstream, "HEAD"):
-                repo.rebase_onto(upstream)
-            outgoing = repo.runs_between(upstream, repo.head()).get(site_name, [])
-            if not outgoing:
-                return Published(True, committed, "", repo.head())
-            try:
-                repo.git("push", "--quiet", target, f"HEAD:refs/heads/{branch}")
-            except GitFailed as err:
-                reason = err.reason
-                time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
-                continue
-            pushed.update(outgoing)
-            repo.git("update-ref", tracking + branch, "HEAD", check=False)
-            return Published(True, sorted(pushed | set(committed)), "", repo.head())
-        return Published(
-            False, committed, f"{reason} (gave up after {retries + 1} tries)", repo.head()
-        )
-
-
-def _clone(remote, branch, root):
-    root = Path(root)
-    if root.exists() and any(root.iterdir()):
-        return False
-    args = ["git", "clone", "--quiet", "--no-tags"]
-    if branch:
-        args += ["--branch", branch]
-    proc = subprocess.run(
-        [*args, remote, str(root)],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
-    )
-    if proc.returncode != 0:
+def open_exchange(results_root, remote=None, branch=None):
+    """The results directory's exchange, made on first use from ``remote`` (a URL or path
+    of the results repository). A remote that names a remote of the code's checkout is the
+    old layout: refused, with the migration step."""
+    ex = Exchange(results_root or paths.results_dir())
+    if ex.exists:
+        if remote and _is_url_or_path(remote) and remote != ex.setting("remote"):
+            ex.git("config", "sitebench.remote", remote)
+        if branch:
+            ex.git("config", "sitebench.branch", branch)
+        return ex
+    if not remote:
         raise SitebenchError(
-            f"could not clone the results repository {remote} into {root} "
-            f"({_reason(proc.stderr)})",
-            "check the URL or path (results.remote in site.yaml, --remote) and the network",
+            f"{ex.results_root} is not connected to a results repository",
+            "name it once: ./sitebench pull --remote URL (or results.remote in "
+            "site-configs/<site>/site.yaml); results/README.md shows how to make one",
         )
-    return True
+    if not _is_url_or_path(remote):
+        raise SitebenchError(
+            f"results.remote {remote!r} names a git remote of the code's checkout: runs no "
+            "longer travel in the code's repository (a push there could change the code "
+            "every site runs)",
+            "move once to the exchange: ./sitebench exchange migrate --site SITE "
+            "(results/README.md)",
+        )
+    local = (
+        Path(remote) if "://" not in remote and not remote.startswith(("git@", "ssh:")) else None
+    )
+    if local is not None and not local.exists() and ":" not in remote:
+        raise SitebenchError(
+            f"the results remote {remote} does not exist",
+            "name an existing repository (URL or path) in results.remote of site.yaml or "
+            "--remote (./sitebench exchange init-remote PATH makes one)",
+        )
+    ex.create(remote, branch or DEFAULT_BRANCH, prefix="")
+    return ex
+
+
+# -- the two operations ----------------------------------------------------------------
 
 
 def pull(results_root=None, remote=None, branch=None):
-    """Bring every site's runs from the results remote; return [(site, [new run names])].
+    """Bring every site's verified runs from the results remote; a :class:`Pulled`."""
+    ex = open_exchange(results_root, remote, branch)
+    with ex.locked():
+        return _pull(ex)
 
-    An empty or missing results directory with a URL or path as ``remote`` becomes a clone
-    of it. Local run commits not yet pushed are replayed on top (as :func:`publish` does)."""
+
+def _pull(ex):
     try:
-        return _pull(results_root, remote, branch)
+        tip = ex.fetch()
     except GitFailed as err:
-        raise _failed(err, results_root) from None
+        raise SitebenchError(
+            f"could not reach the results remote {ex.setting('remote')}: {err.reason}",
+            "check the network and the remote (results.remote, --remote), then pull again",
+        ) from None
+    rules = trust.rules(prefix=ex.setting("prefix", ""))
+    return ex.accept(tip, rules)
 
 
-def _pull(results_root, remote, branch):
-    root = Path(results_root or paths.results_dir())
-    if remote and ("/" in remote or ":" in remote) and not (root / ".git").exists():
-        if not root.exists() or not any(root.iterdir()):
-            _clone(remote, branch, root)
-            repo = Repo(root)
-            return list(repo.runs_between(None, repo.head()).items())
-    repo = Repo(root)
-    with repo.locked():
-        target, tracking = repo.resolve_remote(remote)
+def _own_new_runs(ex, site, tip, prefix):
+    """This site's runs in the results directory that the remote's branch lacks (the code's
+    committed example runs never: they are examples, not this site's)."""
+    published = ex.tree_runs(tip, site, prefix)
+    examples = _code_tracked_runs(ex.results_root, site)
+    runs = []
+    for run in run_dirs(site, ex.results_root):
+        if run.is_symlink() or run.name in published or run.name in examples:
+            continue
+        if not verify.RUN_NAME.fullmatch(run.name):
+            continue
+        runs.append(run)
+    return runs
+
+
+def _code_tracked_runs(results_root, site):
+    proc = subprocess.run(
+        ["git", "-C", str(results_root), "ls-files", "--", f"{site}/"],
+        capture_output=True,
+        text=True,
+    )
+    return {p.split("/")[1] for p in proc.stdout.splitlines() if p.count("/") >= 2}
+
+
+def publish(site_name, results_root=None, remote=None, branch=None, retries=5):
+    """Send ``site_name``'s new runs to the results remote, signed; see the module's doc."""
+    settings = results_settings(site_name)
+    ex = open_exchange(
+        results_root, remote or settings.get("remote"), branch or settings.get("branch")
+    )
+    key, _, _ = trust.ensure_site_key(site_name)
+    with ex.locked():
+        return _publish(ex, site_name, key, retries)
+
+
+def _publish(ex, site, key, retries):
+    prefix = ex.setting("prefix", "")
+    refused, reason = [], ""
+    for attempt in range(retries + 1):
         try:
-            branch = repo.resolve_branch(target, branch)
-            upstream = repo.fetch(target, tracking, branch)
+            tip = ex.fetch()
         except GitFailed as err:
-            raise SitebenchError(
-                f"could not reach the results remote {target}: {err.reason}",
-                "check the network and the remote (git remote -v), then pull again",
-            ) from None
-        before = repo.head()
-        if before is None or repo.is_ancestor(before, upstream):
-            try:
-                repo.git("merge", "--ff-only", "--quiet", upstream)
-            except GitFailed as err:
-                raise SitebenchError(
-                    f"could not bring {repo.top} up to {target} {branch} ({err.reason})",
-                    "a local file is in the way: look with git status, then pull again",
-                ) from None
-        elif not repo.is_ancestor(upstream, before):
-            # Local, unpublished runs: they go on top of the remote's history.
-            repo.only_site_commits(upstream, None, target, branch)
-            repo.rebase_onto(upstream)
-        # The tree's new runs: those the remote brought (local ones are in both trees).
-        found = repo.runs_between(before, repo.head())
-        return [(site, runs) for site, runs in found.items() if runs]
+            return Published(False, [], err.reason, None, refused)
+        pulled = ex.accept(tip, trust.rules(prefix=prefix))
+        refused += [line for line in pulled.refused if line not in refused]
+        if pulled.rewritten:
+            # Publishing on top would bless the rewritten history: the admin looks first.
+            return Published(False, [], pulled.refused[0], None, refused)
+        runs = _own_new_runs(ex, site, tip, prefix)
+        if not runs:
+            return Published(True, [], "", tip, refused)
+        commit = ex.make_commit(tip, site, runs, prefix, key)
+        proc = ex.push(commit)
+        if proc.returncode == 0:
+            if tip is None or ex.rev(ACCEPTED) == tip:
+                ex.git("update-ref", ACCEPTED, commit)
+            return Published(True, [run.name for run in runs], "", commit, refused)
+        reason = _reason(proc.stderr + proc.stdout)
+        if "[remote rejected]" in proc.stdout + proc.stderr or "remote rejected" in reason:
+            # The remote's own refusal (a hook): trying again cannot change it.
+            return Published(False, [], reason, None, refused)
+        time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
+    return Published(False, [], f"{reason} (gave up after {retries + 1} tries)", None, refused)
+
+
+# -- moving from the old layout ----------------------------------------------------------
+
+
+def migrate(site, results_root=None):
+    """Connect the results directory to its exchange from the old layout, once: runs shared
+    through the code checkout's remote (``results.remote: origin``; prefix ``results/``), or
+    a results directory that is itself a clone (prefix ""). What this checkout already has
+    (its HEAD) is the accepted baseline: only later commits are verified. Returns the
+    exchange; the code's repository is only read."""
+    settings = results_settings(site)
+    root = Path(results_root or paths.results_dir()).resolve()
+    ex = Exchange(root)
+    if ex.exists:
+        raise SitebenchError(
+            f"{root} is already connected to {ex.setting('remote')} ({root / EXCHANGE_DIR})",
+            "nothing to migrate: ./sitebench pull and publish use it",
+        )
+    top = _git_top(root)
+    if top is None:
+        raise SitebenchError(
+            f"{root} is in no git repository: there is nothing to migrate",
+            "connect it to a results repository: ./sitebench pull --remote URL",
+        )
+    name = settings.get("remote") or "origin"
+    url = _remote_url(top, name)
+    prefix = "" if top == root else root.relative_to(top).as_posix() + "/"
+    branch = settings.get("branch") or _current_branch(top) or DEFAULT_BRANCH
+    ex.create(url, branch, prefix)
+    ex.git("fetch", "--quiet", "--no-tags", str(top), "+HEAD:refs/sitebench/migrated-from")
+    tip = ex.fetch()
+    here = ex.rev("refs/sitebench/migrated-from")
+    base = ex.git("merge-base", here, tip, check=False).stdout.strip() if tip else ""
+    if base:
+        ex.git("update-ref", ACCEPTED, base)
+    return ex
+
+
+def _git_top(root):
+    proc = subprocess.run(
+        ["git", "-C", str(root), "rev-parse", "--show-toplevel"], capture_output=True, text=True
+    )
+    return Path(proc.stdout.strip()).resolve() if proc.returncode == 0 else None
+
+
+def _remote_url(top, name):
+    if _is_url_or_path(name):
+        return name
+    proc = subprocess.run(
+        ["git", "-C", str(top), "remote", "get-url", name], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        raise SitebenchError(
+            f"the repository {top} has no remote {name!r} to migrate from",
+            "name the shared results repository: ./sitebench pull --remote URL",
+        )
+    return proc.stdout.strip()
+
+
+def _current_branch(top):
+    proc = subprocess.run(
+        ["git", "-C", str(top), "symbolic-ref", "--short", "-q", "HEAD"],
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip() or None

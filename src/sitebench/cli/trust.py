@@ -1,0 +1,58 @@
+"""Which sites' runs this site accepts, signed by which keys. The list is OpenSSH's
+allowed_signers file in ~/.config/sitebench/trust/ ($SITEBENCH_TRUST_DIR): outside the
+checkout and the exchange, so no push and no git pull can change it.
+
+  ./sitebench trust key SITE            this site's public key (made if missing): send it
+  ./sitebench trust add SITE KEYFILE    accept SITE's runs signed by that key
+  ./sitebench trust list
+  ./sitebench trust remove SITE [--fingerprint SHA256:...]
+  ./sitebench trust allow-unsigned SITE INSECURE: anyone who can push publishes as SITE"""
+
+description = "manage the keys trusted to sign each site's runs"
+
+
+def setup_parser(p):
+    sub = p.add_subparsers(dest="action", required=True)
+    key = sub.add_parser("key", help="print this site's public signing key (made if missing)")
+    key.add_argument("site")
+    add = sub.add_parser("add", help="trust a site's public key (a .pub file)")
+    add.add_argument("site")
+    add.add_argument("keyfile")
+    sub.add_parser("list", help="the trusted keys, by site")
+    rm = sub.add_parser("remove", help="stop trusting a site's keys")
+    rm.add_argument("site")
+    rm.add_argument("--fingerprint", help="only this key (SHA256:...)")
+    un = sub.add_parser(
+        "allow-unsigned", help="accept a site's unsigned runs (insecure: for a migration only)"
+    )
+    un.add_argument("site")
+
+
+def command(args):
+    from sitebench.results import trust
+
+    if args.action == "key":
+        path, public, made = trust.ensure_site_key(args.site)
+        print(public)
+        print(("made " if made else "") + f"{path}.pub: give it to the other sites' admins")
+    elif args.action == "add":
+        fp = trust.add(args.site, args.keyfile)
+        print(f"trusted for {args.site}: {fp} ({trust.allowed_signers_file()})")
+    elif args.action == "list":
+        rows = trust.listing()
+        if not rows:
+            print(f"no site trusted ({trust.allowed_signers_file()})")
+        for site, fp, comment in rows:
+            print(f"{site:20} {fp}  {comment}".rstrip())
+    elif args.action == "remove":
+        gone = trust.remove(args.site, args.fingerprint)
+        print(f"{args.site}: {gone} entr{'y' if gone == 1 else 'ies'} removed")
+        return 0 if gone else 1
+    else:
+        trust.allow_unsigned(args.site)
+        print(
+            f"WARNING: unsigned runs of {args.site} are now accepted: anyone who can push to "
+            "the results repository can publish in its name (./sitebench trust remove "
+            f"{args.site} ends it)"
+        )
+    return 0

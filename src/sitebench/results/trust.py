@@ -1,0 +1,192 @@
+"""Which keys this site trusts to publish which sites' runs, and this site's own key.
+
+Kept outside the exchange and the checkout, so that no push and no ``git pull`` can change
+it: ``$SITEBENCH_TRUST_DIR`` (default ``~/.config/sitebench/trust``) holds
+
+* ``allowed_signers``: OpenSSH's own format, one site per line
+  (``beta ssh-ed25519 AAAA... beta@host``), read by git (``gpg.ssh.allowedSignersFile``)
+  and by :mod:`sitebench.results.verify`;
+* ``unsigned-sites``: sites whose unsigned runs are accepted (insecure: anyone who can push
+  can publish in their name; for a migration period only).
+
+A site's signing key is ``$SITEBENCH_KEYS_DIR/<site>`` (default
+``~/.config/sitebench/keys``), an ed25519 key made with ``ssh-keygen`` on first use; its
+public half is what the other sites add with ``./sitebench trust add SITE KEYFILE``.
+"""
+
+import os
+import subprocess
+from pathlib import Path
+
+from sitebench.common.errors import SitebenchError
+from sitebench.common.files import write_atomic
+from sitebench.common.names import check_name
+from sitebench.results.verify import Rules, fingerprint, read_allowed_signers
+
+
+def trust_dir():
+    default = Path.home() / ".config" / "sitebench" / "trust"
+    return Path(os.environ.get("SITEBENCH_TRUST_DIR") or default)
+
+
+def keys_dir():
+    default = Path.home() / ".config" / "sitebench" / "keys"
+    return Path(os.environ.get("SITEBENCH_KEYS_DIR") or default)
+
+
+def allowed_signers_file():
+    return trust_dir() / "allowed_signers"
+
+
+def unsigned_file():
+    return trust_dir() / "unsigned-sites"
+
+
+def _lines(path):
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return []
+
+
+def _write(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    write_atomic(path, "".join(line + "\n" for line in lines))
+
+
+def _key_line(keyfile):
+    """The one public key line of ``keyfile`` (a .pub file or an authorized_keys-style line)."""
+    path = Path(keyfile)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise SitebenchError(
+            f"cannot read the public key {keyfile} ({err})",
+            "name the site's public key file (the .pub its admin sent, one line ssh-ed25519 ...)",
+        ) from None
+    keys = [ln.strip() for ln in text.splitlines() if fingerprint(ln.strip())]
+    if len(keys) != 1 or "PRIVATE KEY" in text:
+        raise SitebenchError(
+            f"{keyfile} is not one SSH public key ({len(keys)} key lines found)",
+            "name the site's public key file: one line 'ssh-ed25519 AAAA... comment'",
+        )
+    parts = keys[0].split()
+    start = next(i for i, p in enumerate(parts) if p.startswith(("ssh-", "ecdsa-", "sk-")))
+    return " ".join(parts[start : start + 3])
+
+
+def add(site, keyfile):
+    """Trust the key in ``keyfile`` for ``site``; return its fingerprint."""
+    check_name("site", site)
+    key = _key_line(keyfile)
+    fp = fingerprint(key)
+    lines = _lines(allowed_signers_file())
+    if any(
+        ln.split(" ", 1)[0] == site and fingerprint(ln.split(" ", 1)[1]) == fp
+        for ln in lines
+        if " " in ln
+    ):
+        return fp
+    _write(allowed_signers_file(), [*lines, f"{site} {key}"])
+    return fp
+
+
+def remove(site, fp=None):
+    """Stop trusting ``site``'s keys (all, or the one of fingerprint ``fp``); return how many."""
+    check_name("site", site)
+    kept, gone = [], 0
+    for line in _lines(allowed_signers_file()):
+        principal, _, key = line.partition(" ")
+        if principal == site and (fp is None or fingerprint(key) == fp):
+            gone += 1
+        else:
+            kept.append(line)
+    if gone:
+        _write(allowed_signers_file(), kept)
+    unsigned = [s for s in _lines(unsigned_file()) if s.strip() and s.strip() != site]
+    if len(unsigned) != len([s for s in _lines(unsigned_file()) if s.strip()]):
+        _write(unsigned_file(), unsigned)
+        gone += 1
+    return gone
+
+
+def allow_unsigned(site):
+    check_name("site", site)
+    sites = [s.strip() for s in _lines(unsigned_file()) if s.strip()]
+    if site not in sites:
+        _write(unsigned_file(), [*sites, site])
+
+
+def listing():
+    """[(site, fingerprint or 'UNSIGNED ALLOWED', comment)] sorted by site."""
+    rows = []
+    for line in _lines(allowed_signers_file()):
+        principal, _, key = line.partition(" ")
+        if fingerprint(key):
+            comment = " ".join(key.split()[2:])
+            rows.append((principal, fingerprint(key), comment))
+    rows += [
+        (s.strip(), "UNSIGNED ALLOWED (insecure)", "")
+        for s in _lines(unsigned_file())
+        if s.strip()
+    ]
+    return sorted(rows)
+
+
+def rules(prefix="", max_file=None, max_run=None):
+    """The verification rules with this site's trust list."""
+    from sitebench.results import verify
+
+    signers = allowed_signers_file()
+    if not signers.exists():
+        # git needs the file to exist to verify at all; an empty one trusts no key.
+        _write(signers, [])
+    return Rules(
+        prefix=prefix,
+        max_file=max_file or int(os.environ.get("SITEBENCH_EXCHANGE_MAX_FILE", verify.MAX_FILE)),
+        max_run=max_run or int(os.environ.get("SITEBENCH_EXCHANGE_MAX_RUN", verify.MAX_RUN)),
+        trusted=read_allowed_signers(signers),
+        unsigned_sites=frozenset(s.strip() for s in _lines(unsigned_file()) if s.strip()),
+        allowed_signers=str(signers),
+    )
+
+
+def site_key(site):
+    """This site's private signing key, or None when it has none yet."""
+    path = keys_dir() / check_name("site", site)
+    return path if path.is_file() else None
+
+
+def ensure_site_key(site):
+    """(private key path, public key line, made now): the key is made once, with ssh-keygen,
+    and this site's own key is trusted for its own runs here."""
+    path = keys_dir() / check_name("site", site)
+    made = False
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        proc = subprocess.run(
+            [
+                "ssh-keygen",
+                "-q",
+                "-t",
+                "ed25519",
+                "-N",
+                "",
+                "-C",
+                f"sitebench-{site}",
+                "-f",
+                str(path),
+            ],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            raise SitebenchError(
+                f"could not make the signing key of {site} at {path} ({proc.stderr.strip()})",
+                "install OpenSSH's client (Debian: openssh-client), or set SITEBENCH_KEYS_DIR "
+                "to a writable directory",
+            )
+        made = True
+    public = Path(f"{path}.pub").read_text(encoding="utf-8").strip()
+    add(site, f"{path}.pub")
+    return path, public, made

@@ -1,0 +1,217 @@
+"""Sites exchanging runs through a real bare git repository on this machine, each with its
+own results directory, trust list and SSH signing key, for test_exchange.py and
+test_hostile_sites.py. A "site" acts in-process (:meth:`Site.act`) or through the CLI
+(:meth:`Site.cli`), with its own environment either way."""
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+
+from conftest import ROOT
+from sitebench.results import exchange, trust
+from sitebench.results.rundirs import new_run_name
+
+TEMPLATE = ROOT / "results/local/20261122T111440Z-ebb65a"
+
+
+def git(cwd, *args, env=None, check=True):
+    proc = subprocess.run(
+        ["git", "-C", str(cwd), *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
+    return proc
+
+
+class Site:
+    def __init__(self, world, name):
+        self.world = world
+        self.name = name
+        self.home = world.tmp / f"site-{name}"
+        self.results = self.home / "results"
+        self.results.mkdir(parents=True)
+        (world.sites_root / "site-configs" / name).mkdir(parents=True, exist_ok=True)
+        self.env = {
+            "SITEBENCH_RESULTS_DIR": str(self.results),
+            "SITEBENCH_TRUST_DIR": str(self.home / "trust"),
+            "SITEBENCH_KEYS_DIR": str(self.home / "keys"),
+            "SITEBENCH_STORE_DIR": str(self.home / "store"),
+            "SITEBENCH_SITES_ROOT": str(world.sites_root),
+        }
+        with self.act():
+            self.key, self.public, _ = trust.ensure_site_key(name)
+
+    @contextlib.contextmanager
+    def act(self):
+        saved = {k: os.environ.get(k) for k in self.env}
+        os.environ.update(self.env)
+        try:
+            yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    def trusts(self, *sites):
+        with self.act():
+            for site in sites:
+                trust.add(site.name, f"{site.key}.pub")
+
+    def new_run(self, site=None):
+        dest = self.results / (site or self.name) / new_run_name()
+        shutil.copytree(TEMPLATE, dest)
+        return dest.name
+
+    def publish(self, **kw):
+        with self.act():
+            return exchange.publish(self.name, remote=str(self.world.bare), **kw)
+
+    def pull(self):
+        with self.act():
+            return exchange.pull(remote=str(self.world.bare))
+
+    def runs(self, site):
+        d = self.results / site
+        return (
+            sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) if d.is_dir() else []
+        )
+
+    def cli(self, *args, cwd=ROOT):
+        return subprocess.run(
+            [sys.executable, "-m", "sitebench", *args],
+            cwd=cwd,
+            env={**os.environ, **self.env, "PYTHONPATH": str(ROOT / "src")},
+            capture_output=True,
+            text=True,
+        )
+
+
+class World:
+    """The shared bare repository (made by ``git init --bare`` with one empty root commit,
+    or by ``exchange init-remote`` when ``protected``) and its sites."""
+
+    def __init__(self, tmp, protected=False):
+        self.tmp = tmp
+        self.sites_root = tmp / "sites"
+        self.bare = tmp / "shared.git"
+        self.protected = protected
+        self.sites = {}
+
+    def site(self, name):
+        if name not in self.sites:
+            self.sites[name] = Site(self, name)
+        return self.sites[name]
+
+    def make_remote(self, signers=None, unsigned=()):
+        if self.protected:
+            from sitebench.results import shared_remote
+
+            shared_remote.init_remote(self.bare, signers, unsigned_sites=unsigned)
+            return
+        subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(self.bare)], check=True)
+        seed = self.tmp / "seed"
+        subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True)
+        (seed / "README.md").write_text("runs\n")
+        git(seed, "add", "-A")
+        git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed")
+        git(seed, "push", "-q", str(self.bare), "main")
+
+    def hostile_clone(self, name="mallory"):
+        """A plain git clone of the shared repository, as a hostile site works with it."""
+        path = self.tmp / f"hostile-{name}-{len(list(self.tmp.glob('hostile-*')))}"
+        git(self.tmp, "clone", "-q", str(self.bare), str(path))
+        return path
+
+    def push_as(self, clone, message, key=None, amend=False, force=False):
+        """Commit everything in ``clone`` (signed with ``key`` if given) and push it."""
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"] if key else []
+        git(clone, "add", "-A", "-f")
+        args = [
+            *sign,
+            "-c",
+            "user.name=m",
+            "-c",
+            "user.email=m@m",
+            "commit",
+            "-q",
+            "--allow-empty",
+        ]
+        args += ["-S"] if key else ["--no-gpg-sign"]
+        args += ["--amend"] if amend else []
+        git(clone, *args, "-m", message)
+        push = ["push", "-q", *(["--force"] if force else []), "origin", "HEAD:main"]
+        return git(clone, *push, check=False)
+
+
+def plumb_commit(clone, additions, key=None, removals=(), message="results: runs"):
+    """A commit on ``clone``'s HEAD built with git's plumbing (``mktree``), which takes tree
+    entries ``git add`` refuses (``.git``, ``..``, gitlinks): ``additions`` maps a path to
+    (mode, bytes or a sha for a gitlink). Signed with ``key`` if given; not pushed."""
+    tree = {}
+    listing = git(clone, "ls-tree", "-r", "-z", "--full-tree", "HEAD").stdout
+    for entry in filter(None, listing.split("\0")):
+        meta, _, path = entry.partition("\t")
+        mode, _, sha = meta.split()
+        _put(tree, path.split("/"), (mode, sha))
+    for path in removals:
+        _drop(tree, path.split("/"))
+    for path, (mode, data) in additions.items():
+        if mode == "160000":
+            sha = data
+        else:
+            sha = (
+                subprocess.run(
+                    ["git", "-C", str(clone), "hash-object", "-w", "--stdin"],
+                    input=data,
+                    capture_output=True,
+                    check=True,
+                )
+                .stdout.decode()
+                .strip()
+            )
+        _put(tree, path.split("/"), (mode, sha))
+    top = _mktree(clone, tree)
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"] if key else []
+    head = git(clone, "rev-parse", "HEAD").stdout.strip()
+    args = [*sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit-tree", top, "-p", head]
+    args += ["-S"] if key else []
+    commit = git(clone, *args, "-m", message).stdout.strip()
+    git(clone, "update-ref", "HEAD", commit)
+    return commit
+
+
+def _put(tree, parts, leaf):
+    for part in parts[:-1]:
+        tree = tree.setdefault(part, {})
+    tree[parts[-1]] = leaf
+
+
+def _drop(tree, parts):
+    for part in parts[:-1]:
+        tree = tree[part]
+    del tree[parts[-1]]
+
+
+def _mktree(clone, tree):
+    lines = []
+    for name, leaf in sorted(tree.items()):
+        if isinstance(leaf, dict):
+            lines.append(f"040000 tree {_mktree(clone, leaf)}\t{name}")
+        else:
+            kind = "commit" if leaf[0] == "160000" else "blob"
+            lines.append(f"{leaf[0]} {kind} {leaf[1]}\t{name}")
+    proc = subprocess.run(
+        ["git", "-C", str(clone), "mktree", "-z", "--missing"],
+        input="".join(line + "\0" for line in lines),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()

@@ -1,0 +1,401 @@
+"""The hostile-site suite: a site with nothing but ``git push`` to the shared results
+repository tries to run code on the others, forge or alter their runs, and crash or mislead
+their compare. Each case is pushed with plain git (or git's plumbing) to a real bare
+repository between two honest publishes of ``alpha``; then ``alpha`` publishes and ``beta``
+pulls and compares. Each asserts: the payload never ran (its marker is absent), nothing
+outside the results was read (a secret's text is nowhere), no honest run was lost, the
+refusal names its reason, and the honest runs around it arrived."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT
+from sitebench.cli import main
+from exchange_world import TEMPLATE, World, git, plumb_commit
+
+pytestmark = pytest.mark.reliability_input
+
+RUN = "20261126T010101Z-h0st1l"
+
+
+def payload(world):
+    """Python that leaves a marker if it is ever run or imported."""
+    return f"open({str(world.marker)!r}, 'w').write('ran')\n"
+
+
+def run_files(world, site="mallory", run=RUN, extra=None):
+    """A real run's files at <site>/<run>/ of a hostile clone, as (path: (mode, bytes))."""
+    files = {
+        f"{site}/{run}/{p.relative_to(TEMPLATE).as_posix()}": ("100644", p.read_bytes())
+        for p in TEMPLATE.rglob("*")
+        if p.is_file()
+    }
+    files.update(extra or {})
+    return files
+
+
+def write_tree(clone, files):
+    for path, (_, data) in files.items():
+        dest = clone / path
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+
+
+# -- the cases: each does its damage in a clone and says the reason it expects -------------
+
+
+def code(path):
+    def case(world, clone, m):
+        write_tree(clone, {path: ("100644", payload(world).encode())})
+        world.push_as(clone, "results: mallory: 1 run", key=m.key)
+        return "not a run file"
+
+    case.__name__ = f"code {path}"
+    return case
+
+
+def mixed_run_and_code(world, clone, m):
+    write_tree(clone, run_files(world))
+    write_tree(clone, {"src/sitebench/__init__.py": ("100644", payload(world).encode())})
+    world.push_as(clone, "results: mallory: 1 run", key=m.key)
+    return "not a run file"
+
+
+def top_level(name):
+    def case(world, clone, m):
+        plumb_commit(clone, {name: ("100644", b"[submodule]\n")}, key=m.key)
+        git(clone, "push", "-q", "origin", "HEAD:main")
+        return "not inside a run directory"
+
+    case.__name__ = f"top-level {name}"
+    return case
+
+
+def in_run(name, mode="100644", data=b"x", expect="", site="mallory"):
+    def case(world, clone, m):
+        files = run_files(world, site=site)
+        content = str(world.secret).encode() if data == "SECRET" else data
+        files[f"{site}/{RUN}/{name}"] = (mode, content)
+        plumb_commit(clone, files, key=m.key)
+        git(clone, "push", "-q", "origin", "HEAD:main")
+        return expect
+
+    case.__name__ = f"in a run: {name!r} {mode}"
+    return case
+
+
+def symlink_run_dir(world, clone, m):
+    plumb_commit(clone, {f"mallory/{RUN}": ("120000", b"../../..")}, key=m.key)
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    return "not inside a run directory"
+
+
+def symlink_site_dir(world, clone, m):
+    plumb_commit(clone, {"mallory": ("120000", b"/")}, key=m.key)
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    return "not inside a run directory"
+
+
+def bad_name(path, expect):
+    def case(world, clone, m):
+        plumb_commit(clone, {path: ("100644", b"{}")}, key=m.key)
+        git(clone, "push", "-q", "origin", "HEAD:main")
+        return expect
+
+    case.__name__ = f"name {path!r}"
+    return case
+
+
+def oversized_file(world, clone, m):
+    write_tree(
+        clone, run_files(world, extra={f"mallory/{RUN}/big.bin": ("100644", b"0" * 300_000)})
+    )
+    world.push_as(clone, "results: mallory", key=m.key)
+    return "over the cap of 200000 per file"
+
+
+def oversized_run(world, clone, m):
+    extra = {f"mallory/{RUN}/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)}
+    write_tree(clone, run_files(world, extra=extra))
+    world.push_as(clone, "results: mallory", key=m.key)
+    return "over the cap of 1000000 bytes"
+
+
+def alpha_run(clone):
+    return sorted((clone / "alpha").iterdir())[0]
+
+
+def edit_published(world, clone, m):
+    report = alpha_run(clone) / "report.json"
+    report.write_text(report.read_text().replace('"result": "pass"', '"result": "fail"', 1) + " ")
+    world.push_as(clone, "results: alpha: fix", key=m.key)
+    return "modifies"
+
+
+def edit_published_signed_by_owner(world, clone, m):
+    report = alpha_run(clone) / "report.json"
+    report.write_text(report.read_text() + " ")
+    world.push_as(clone, "results: alpha: fix", key=world.site("alpha").key)
+    return "modifies"
+
+
+def delete_published(world, clone, m):
+    shutil.rmtree(alpha_run(clone))
+    world.push_as(clone, "results: alpha: cleanup", key=m.key)
+    return "deletes"
+
+
+def delete_one_file(world, clone, m):
+    next(alpha_run(clone).rglob("*.out")).unlink()
+    world.push_as(clone, "results: alpha", key=m.key)
+    return "deletes"
+
+
+def extend_published(world, clone, m):
+    (alpha_run(clone) / "extra.json").write_text("{}")
+    world.push_as(clone, "results: alpha", key=m.key)
+    return "adds files to the published run alpha/"
+
+
+def forged_in_alphas_name(world, clone, m):
+    write_tree(clone, run_files(world, site="alpha"))
+    world.push_as(clone, "results: alpha: 1 run", key=m.key)
+    return "a key trusted for mallory only"
+
+
+def forged_unsigned(world, clone, m):
+    write_tree(clone, run_files(world, site="alpha"))
+    world.push_as(clone, "results: alpha: 1 run")
+    return "unsigned commit with runs of alpha"
+
+
+def own_run_unsigned(world, clone, m):
+    write_tree(clone, run_files(world))
+    world.push_as(clone, "results: mallory: 1 run")
+    return "unsigned commit with runs of mallory"
+
+
+def untrusted_key(world, clone, m):
+    eve = world.site("eve")  # a key nobody trusts
+    write_tree(clone, run_files(world))
+    world.push_as(clone, "results: mallory: 1 run", key=eve.key)
+    return "signed by a key not trusted here"
+
+
+def bad_signature(world, clone, m):
+    write_tree(clone, run_files(world))
+    git(clone, "add", "-A")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={m.key}"]
+    git(clone, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-qS", "-m", "r")
+    # The same commit with its message changed under the signature.
+    raw = git(clone, "cat-file", "commit", "HEAD").stdout.replace("\n\nr\n", "\n\nR\n")
+    forged = subprocess.run(
+        ["git", "-C", str(clone), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=raw,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git(clone, "push", "-q", "origin", f"{forged}:main")
+    return "bad signature"
+
+
+def rewrite_dropping_alphas_run(world, clone, m):
+    root = git(clone, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
+    git(clone, "reset", "-q", "--hard", root)
+    write_tree(clone, run_files(world))
+    world.push_as(clone, "results: mallory", key=m.key, force=True)
+    return "history rewrite"
+
+
+def rewrite_altering_alphas_run(world, clone, m):
+    report = alpha_run(clone) / "report.json"
+    report.write_text(report.read_text() + " ")
+    world.push_as(clone, "results: alpha", key=m.key, amend=True, force=True)
+    return "history rewrite"
+
+
+def merge_commit(world, clone, m):
+    base = git(clone, "rev-parse", "HEAD").stdout.strip()
+    git(clone, "checkout", "-q", "-b", "side")
+    write_tree(clone, run_files(world))
+    world.push_as(clone, "side")
+    git(clone, "checkout", "-q", "-B", "main", base)
+    write_tree(clone, run_files(world, run="20261126T020202Z-other1"))
+    git(clone, "add", "-A")
+    git(clone, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-qm", "x")
+    git(clone, "-c", "user.name=m", "-c", "user.email=m@m", "merge", "-q", "--no-edit", "side")
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    return "merge commit"
+
+
+CASES = [
+    code("src/sitebench/__init__.py"),
+    code("sitebench"),
+    code("requirements.txt"),
+    code("site-configs/alpha/reframe.py"),
+    code("reframe-checks/evil_check.py"),
+    code("spack-repo/packages/hpl/package.py"),
+    code("results/alpha/20261126T000000Z-aaaaaa/report.json"),
+    mixed_run_and_code,
+    top_level(".gitmodules"),
+    top_level(".gitattributes"),
+    in_run("rfm_job.out", mode="120000", data="SECRET", expect="is a symlink"),
+    in_run("sub", mode="160000", data="1" * 40, expect="a gitlink"),
+    in_run(".git/config", data=b"[core]\n\tfsmonitor = touch PWNED\n", expect="git's own"),
+    in_run("..", expect="path component '..'"),
+    in_run("a\nb", expect="control character"),
+    in_run("a\\b", expect="backslash"),
+    symlink_run_dir,
+    symlink_site_dir,
+    bad_name("mallory/not-a-run/report.json", "invalid run name"),
+    bad_name(f".hidden/{RUN}/report.json", "invalid site name"),
+    bad_name("mallory/notes.txt", "not inside a run directory"),
+    oversized_file,
+    oversized_run,
+    edit_published,
+    edit_published_signed_by_owner,
+    delete_published,
+    delete_one_file,
+    extend_published,
+    forged_in_alphas_name,
+    forged_unsigned,
+    own_run_unsigned,
+    untrusted_key,
+    bad_signature,
+    rewrite_dropping_alphas_run,
+    rewrite_altering_alphas_run,
+    merge_commit,
+]
+
+
+@pytest.fixture
+def world(tmp_path, monkeypatch):
+    w = World(tmp_path)
+    w.marker = tmp_path / "PWNED"
+    w.secret = tmp_path / "secret.txt"
+    w.secret.write_text("SECRET-7f3a9c-never-read\n")
+    w.make_remote()
+    alpha, beta, mallory = w.site("alpha"), w.site("beta"), w.site("mallory")
+    for honest in (alpha, beta):
+        honest.env["SITEBENCH_EXCHANGE_MAX_FILE"] = "200000"
+        honest.env["SITEBENCH_EXCHANGE_MAX_RUN"] = "1000000"
+    beta.trusts(alpha, mallory)
+    alpha.trusts(mallory)
+    return w
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.__name__)
+def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [first])]
+
+    clone = world.hostile_clone()
+    expected = case(world, clone, mallory)
+
+    second = alpha.new_run()
+    sent = alpha.publish()
+    pulled = beta.pull()
+
+    rewrite = "history rewrite" in expected
+    refused = " | ".join(pulled.refused)
+    assert expected in refused, (expected, pulled)
+    assert expected in " | ".join(sent.refused), sent
+    if rewrite:
+        # Publishing on top would bless the rewrite: alpha's run waits, nothing lost.
+        assert not sent.published and second in alpha.runs("alpha")
+        assert beta.runs("alpha") == [first]
+    else:
+        # A deleted run of alpha's is sent again by alpha's next publish: restored.
+        assert sent.published and second in sent.runs and set(sent.runs) <= {first, second}
+        assert beta.runs("alpha") == sorted([first, second])
+        assert pulled.new == [("alpha", [second])]
+    assert beta.runs("mallory") == []
+    # Kept aside for inspection, named with its reason.
+    refs = git(beta.results / ".exchange", "for-each-ref", "refs/sitebench/quarantine/").stdout
+    assert refs.strip()
+
+    # The CLI in-process: a crash would raise here, a refusal is listed with its reason.
+    with beta.act():
+        assert main(["compare", "alpha", f"alpha/{first}"]) in (0, 1)
+        assert main(["exchange", "quarantine"]) == 0
+    shown = capsys.readouterr()
+    assert expected in shown.out
+    assert not world.marker.exists()
+    _assert_secret_unread(world, shown.out + shown.err)
+    # The honest alpha's own copy and the published one agree byte for byte.
+    for run in beta.runs("alpha"):
+        assert _tree_bytes(beta.results / "alpha" / run) == _tree_bytes(TEMPLATE)
+
+
+def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
+    """The control: the same path as the cases, a run signed by its own site's trusted key,
+    is taken (so the refusals above are the rules', not a broken exchange)."""
+    mallory, beta = world.site("mallory"), world.site("beta")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world))
+    world.push_as(clone, "results: mallory: 1 run", key=mallory.key)
+    pulled = beta.pull()
+    assert pulled.refused == [] and pulled.new == [("mallory", [RUN])]
+    assert _tree_bytes(beta.results / "mallory" / RUN) == _tree_bytes(TEMPLATE)
+
+
+def test_pull_cli_exits_3_naming_the_refused_commit(world):
+    beta = world.site("beta")
+    clone = world.hostile_clone()
+    write_tree(clone, {"src/sitebench/__init__.py": ("100644", payload(world).encode())})
+    world.push_as(clone, "results: mallory", key=world.site("mallory").key)
+    proc = beta.cli("pull", "--remote", str(world.bare))
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "REFUSED commit" in proc.stdout and "not a run file" in proc.stdout
+    assert "runs refused" in proc.stdout
+    # Asked again, nothing new is refused twice over, and the exit stays clean.
+    again = beta.cli("pull")
+    assert again.returncode == 0 and "no new runs" in again.stdout, again.stdout
+
+
+def test_launcher_from_inside_a_results_directory_imports_nothing_from_it(world, tmp_path):
+    """A site named like the package, with an ``__init__.py`` in a run, then the CLI run
+    from inside the results directory: nothing of it is imported."""
+    mallory, beta = world.site("mallory"), world.site("beta")
+    clone = world.hostile_clone()
+    evil = payload(world).encode()
+    files = run_files(world, site="sitebench", extra={})
+    files[f"sitebench/{RUN}/__init__.py"] = ("100644", evil)
+    files["sitebench/__init__.py"] = ("100644", evil)
+    write_tree(clone, files)
+    world.push_as(clone, "results", key=mallory.key)
+    beta.pull()
+    (beta.results / "sitebench").mkdir(exist_ok=True)
+    (beta.results / "sitebench" / "__init__.py").write_bytes(evil)  # as if copied by hand
+    launcher = subprocess.run(
+        [str(ROOT / "sitebench"), "trust", "list"],
+        cwd=beta.results,
+        capture_output=True,
+        text=True,
+        env={**os.environ, **beta.env},
+    )
+    assert launcher.returncode == 0, launcher.stderr
+    assert not world.marker.exists()
+
+
+def _tree_bytes(root):
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _assert_secret_unread(world, output):
+    secret = world.secret.read_text().strip()
+    assert secret not in output
+    for site in world.sites.values():
+        for path in site.home.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                assert secret.encode() not in path.read_bytes(), path
