@@ -307,7 +307,8 @@ class Exchange:
             added = self.git("write-tree", env=env).stdout.strip()
         finally:
             index.unlink(missing_ok=True)
-        tree = self._graft(parent, [*prefix.rstrip("/").split("/"), site] if prefix else [site], added)
+        where = [*prefix.rstrip("/").split("/"), site] if prefix else [site]
+        tree = self._graft(parent, where, added)
         names = [run.name for run in runs]
         message = (
             f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
