@@ -724,6 +724,7 @@ def test_two_checkouts_of_a_site_each_keep_their_own_cron_entry(
     # This checkout's status, replace and remove see its own entry only.
     status_here = sitebench("nightly", "status", "--site", SITE)
     assert "\n    30 2 * * * " in status_here.stdout and "40 3 * * *" not in status_here.stdout
+    assert f"also scheduled from another checkout (cron): {OTHER}\n" in status_here.stdout
     assert cron.remove(SITE) and crontab() == mine
     forced = sitebench("nightly", "install", "--site", SITE, "--at", "04:05", "--force")
     assert forced.returncode == 0, forced.stderr
@@ -769,6 +770,10 @@ def test_two_checkouts_of_a_site_each_keep_their_own_systemd_units(night_env, mo
     theirs = systemd.installed(SITE)
     assert len(theirs) == 2 and not set(theirs) & set(mine)
     assert f"WorkingDirectory={OTHER}\n" in theirs[0].read_text()
+    assert ("systemd (user)", str(ROOT)) in status.elsewhere(SITE)
+    monkeypatch.setattr(paths, "ROOT", ROOT)
+    assert ("systemd (user)", str(OTHER)) in status.elsewhere(SITE)
+    monkeypatch.setattr(paths, "ROOT", OTHER)
     assert systemd.remove(SITE) and not any(p.exists() for p in theirs)
     assert all(p.exists() for p in mine)
     monkeypatch.setattr(paths, "ROOT", ROOT)

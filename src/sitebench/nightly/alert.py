@@ -4,8 +4,9 @@ name) that gets the night's summary on its standard input, e.g. a ``mail`` line 
 
 An alert command that fails, hangs or is missing is reported in the log and never changes
 the night's verdict or exit code. One that hangs is stopped after ``$SITEBENCH_ALERT_TIMEOUT``
-seconds (default 120) with everything it started: it runs in a process group of its own,
-which gets SIGTERM and, if anything of it is left after a few seconds, SIGKILL.
+seconds (default 120) with what it started: it runs in a process group of its own, which
+gets SIGTERM and, if anything of it is left after a few seconds, SIGKILL (only a daemon that
+left the group with ``setsid`` escapes).
 """
 
 import os

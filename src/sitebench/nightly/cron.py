@@ -44,6 +44,11 @@ def installed(site):
     return own
 
 
+def others(site):
+    """The other checkouts with an entry for ``site`` in the crontab."""
+    return schedule.other_checkouts(read(schedule.program("cron")), site)
+
+
 def install(site, hour, minute, line, force=False):
     crontab = schedule.program("cron")
     before, own, after = schedule.own_block(read(crontab), site)

@@ -16,6 +16,7 @@ in it: shown, replaced and removed as such.
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 
@@ -54,6 +55,20 @@ def begin_marker(site):
 
 def end_marker(site):
     return f"# END sitebench nightly {site} {checkout_key()}"
+
+
+#: A checkout's begin marker: (site, checkout key, checkout path).
+BEGIN = re.compile(r"^# BEGIN sitebench nightly (\S+) ([0-9a-f]{8}) \(checkout (.*); managed by ")
+
+
+def other_checkouts(text, site):
+    """The paths of the other checkouts whose entries for ``site`` are in a crontab."""
+    found = []
+    for line in text.splitlines():
+        m = BEGIN.match(line)
+        if m and m.group(1) == site and m.group(2) != checkout_key():
+            found.append(m.group(3))
+    return found
 
 
 def legacy_markers(site):

@@ -56,6 +56,11 @@ def installed(site):
     return own
 
 
+def others(site):
+    """The other checkouts with an entry for ``site`` in the scrontab."""
+    return schedule.other_checkouts(read(schedule.program("scrontab")), site)
+
+
 def install(site, hour, minute, line, force=False, partition=None):
     scrontab = schedule.program("scrontab")
     before, own, after = schedule.own_block(read(scrontab), site)

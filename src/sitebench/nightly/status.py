@@ -44,6 +44,22 @@ def entries(site):
     return found
 
 
+def elsewhere(site):
+    """[(via, checkout)] of the schedules of ``site`` other checkouts installed here: each
+    runs its own nights (its own lock, logs and results)."""
+    found = []
+    for via, module in (("cron", cron), ("scrontab", scrontab)):
+        if _available(via):
+            try:
+                found += [(via, path) for path in module.others(site)]
+            except (SitebenchError, OSError):
+                pass  # said as "not readable" with this checkout's entry
+    for system in (False, True):
+        via = "systemd" + (" (system)" if system else " (user)")
+        found += [(via, path) for path in systemd.others(site, system)]
+    return found
+
+
 def _available(via):
     try:
         schedule.program(via)
@@ -64,6 +80,8 @@ def describe(site, settings, nights=7):
         lines.append(text)
         if at:
             lines.append(f"  next start: {when.next_start(*at):%Y-%m-%d %H:%M %Z}")
+    for via, path in elsewhere(site):
+        lines.append(f"  also scheduled from another checkout ({via}): {path}")
     directory = logs.logs_dir(site, settings)
     last = logs.last_nights(directory, nights)
     lines.append(

@@ -6,6 +6,7 @@ is reloaded and enabled; elsewhere the units are written and the command to enab
 is printed."""
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -94,6 +95,20 @@ def installed(site, system=False):
     if service and here in service.read_text().splitlines():
         return legacy
     return []
+
+
+def others(site, system=False):
+    """The WorkingDirectory (the checkout) of the other checkouts' units of ``site``."""
+    own = re.compile(rf"sitebench-nightly-{re.escape(site)}-[0-9a-f]{{8}}")
+    found = []
+    for svc in sorted(unit_dir(system).glob(f"sitebench-nightly-{site}-*.service")):
+        if svc.stem == unit_name(site) or not own.fullmatch(svc.stem):
+            continue
+        where = [
+            ln[17:] for ln in svc.read_text().splitlines() if ln.startswith("WorkingDirectory=")
+        ]
+        found.append(where[0] if where else str(svc))
+    return found
 
 
 def _not_ours(present):
