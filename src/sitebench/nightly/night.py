@@ -157,12 +157,24 @@ def run_night(
         site = Site.resolve(site_name)
     except SitebenchError as err:
         return _unloadable(site_name, err, opening, echo)
-    fallback.record(site.name, site.settings)
 
     def body(say):
+        _remember(site, say)
         return _night(site, scale, reframe_args, publish, suite, publisher, say, bool(toolchains))
 
     return _logged(site.name, site.settings, opening, echo, body)
+
+
+def _remember(site, say):
+    """Record the site's nightly: settings for a night that cannot read them; a night goes
+    on without (said in its log)."""
+    try:
+        fallback.record(site.name, site.settings)
+    except OSError as err:
+        say(
+            f"note: the nightly settings were not recorded ({err}); a night whose site.yaml "
+            "is not YAML would log in the default folder, without alert"
+        )
 
 
 def _logged(site_name, settings, opening, echo, body):

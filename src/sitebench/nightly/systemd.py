@@ -105,7 +105,9 @@ def others(site, system=False):
         if svc.stem == unit_name(site) or not own.fullmatch(svc.stem):
             continue
         where = [
-            ln[17:] for ln in svc.read_text().splitlines() if ln.startswith("WorkingDirectory=")
+            ln.split("=", 1)[1].replace("%%", "%")
+            for ln in svc.read_text().splitlines()
+            if ln.startswith("WorkingDirectory=")
         ]
         found.append(where[0] if where else str(svc))
     return found
