@@ -92,11 +92,14 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     """Concretize and install ``specs`` in a throw-away environment and install tree.
 
     The environment includes the local site's Spack config (externals), so
-    only the benchmark itself and what it needs beyond the machine is built,
-    from the source mirror, checksums enforced. Returns the install tree.
+    only the benchmark itself and what it needs beyond the machine is installed: from the
+    machine's binary cache where an earlier test, run or checkout built it (the suite builds
+    each spec at most once per machine), else from the source mirror, checksums enforced,
+    and pushed to the cache. Returns the install tree.
     """
 
     from sitebench.sites import local_site
+    from sitebench.spack import buildcache
 
     if not os.environ.get("SITEBENCH_MIRROR"):
         pytest.skip(
@@ -111,6 +114,7 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     if packages:
         settings["packages"] = packages
     env_dir = local_site.write_environment(tmp_path / "env", specs, **settings)
+    buildcache.refresh_index(spack, spack.buildcache)  # what earlier tests pushed
     proc = spack.run("-e", env_dir, "install", "--fresh", capture=True, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     return tmp_path / "store"

@@ -128,6 +128,9 @@ def test_every_ratio_of_the_kept_results():
     assert goals == set(GOALS) - {
         "suite wall / benchmarks' own time",
         "no-change install / first install",
+        # Another checkout's install from the machine's binary cache (issue 26): not yet in
+        # a kept harness file.
+        "install from the binary cache / first install",
         # The tuned HPL input's ratios (issue 19): no kept file measured them yet.
         "ours tuned / DGEMM (same BLAS, same cores)",
         "ours tuned / builtin hpl (default input)",

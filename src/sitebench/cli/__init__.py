@@ -30,6 +30,7 @@ COMMANDS = (
     "import_reframe_db",
     "lock_drift",
     "mirror",
+    "buildcache",
     "cluster",
     "qemu_prepare",
     "qemu_run",

@@ -12,7 +12,10 @@
   round, builds installed. Goal <= 2.2 (issue 16): the checks that use no MPI run once.
 * **No-change install**: ``spack -e <env> install`` of the local site's environment
   when everything is installed, over its first install into an empty install tree
-  with a warm source mirror. Goal <= 0.05.
+  from source (``--use-buildcache never``) with a warm source mirror. Goal <= 0.05.
+* **Install from the binary cache**: the same environment into another empty tree (another
+  checkout) from the machine's binary cache (``--use-buildcache only``), over that first
+  install. Goal <= 0.25 (issue 26).
 
 The runs go to a temporary results store, so a perf round never enters a site's
 history; everything measured is kept in ``perf/results/harness-<UTC time>.json``.
@@ -34,6 +37,7 @@ from sitebench.sites import local_site, toolchains
 from sitebench.sites.site import Site
 
 from sitebench.common import paths
+from sitebench.spack import buildcache
 from sitebench.spack import pinned as spack_mod
 from sitebench.common.errors import SitebenchError
 from sitebench.perf.measure import (
@@ -153,17 +157,25 @@ def scratch_environment(scratch):
 
 
 def install_round(spack, scratch):
-    """The local environment installed into an empty tree, then again with no change."""
+    """The local environment installed into an empty tree from source, then again with no
+    change, then into another empty tree (another checkout) from the machine's binary cache
+    (left out when the cache is off)."""
     env_dir = scratch_environment(scratch)
-    tree = env_dir / "store"
-    args = ("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install")
-    times = []
-    for _ in ("first", "no change"):
+
+    def install(tree, *how):
         start = time.monotonic()
-        spack.run(*args, capture=True)
-        times.append(time.monotonic() - start)
+        spack.run("-c", f"config:install_tree:root:{tree}", "-e", env_dir, "install", *how,
+                  capture=True)  # fmt: skip
+        return time.monotonic() - start
+
+    # From source even where the cache holds it all: the first checkout on a new machine.
+    times = {"first": install(env_dir / "store", "--use-buildcache", "never")}
+    times["no change"] = install(env_dir / "store")
+    if spack.buildcache is not None:
+        buildcache.refresh_index(spack, spack.buildcache)
+        times["from the binary cache"] = install(env_dir / "other", "--use-buildcache", "only")
     shutil.rmtree(env_dir)
-    return {"first": times[0], "no change": times[1]}
+    return times
 
 
 def harness(rounds=3):
@@ -227,6 +239,15 @@ def harness(rounds=3):
         }
         | (
             {
+                "install from the binary cache / first install": ratio(
+                    column(install, "from the binary cache"), column(install, "first")
+                )
+            }
+            if "from the binary cache" in install[0]
+            else {}
+        )
+        | (
+            {
                 "suite wall, every toolchain / one toolchain": ratio(
                     column(suite, "wall"), column(single, "wall")
                 )
@@ -270,8 +291,9 @@ def first_result_round(scratch, cold_cache=False):
     ``cold_cache``: without the user's cache (paths.user_cache_dir), as on a new machine."""
     clone = Path(scratch) / "clone"
     env = _clean_env()
-    if cold_cache:
+    if cold_cache:  # the binary cache too, even where one is configured for the machine
         env["SITEBENCH_CACHE_DIR"] = str(Path(scratch) / "empty-user-cache")
+        env["SITEBENCH_BUILDCACHE"] = str(Path(scratch) / "empty-user-cache" / "buildcache")
     marks, steps = {}, []
     start = time.monotonic()
     subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)

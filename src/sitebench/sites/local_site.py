@@ -28,6 +28,7 @@ from sitebench.common.files import reframe_executable, write_atomic
 from sitebench.services import programs
 from sitebench.sites import mpi_prefix, toolchains
 from sitebench.sites.topology import last_level_cache_bytes
+from sitebench.spack import buildcache
 
 SITE = "local"
 
@@ -268,7 +269,8 @@ def complete_packages(packages, extras):
     BLAS preferred, ``extras`` (:func:`extra_externals`) added, python dropped."""
     mpi_found = found_providers(packages, TOOLCHAIN[0][1])
     if mpi_found:
-        own_mpi_prefixes(packages, paths.state_dir() / "externals")
+        # Not in the checkout: the prefix is part of every MPI spec's hash (buildcache.py).
+        own_mpi_prefixes(packages, buildcache.externals_dir())
         # A soft preference: a spec without a toolchain gets the first MPI found (Spack's
         # provider order alone chose MPICH here), a toolchain's %mpi=... overrides it.
         packages["mpi"] = {"prefer": [mpi_found[0]]}
@@ -425,7 +427,7 @@ def _reference_blas_external():
     version = proc.stdout.strip().split("-")[0]
     if proc.returncode != 0 or not version:
         return None
-    farm = paths.state_dir() / "externals" / "netlib-lapack"
+    farm = buildcache.externals_dir() / "netlib-lapack"  # shared: it is in the hashes
     (farm / "lib").mkdir(parents=True, exist_ok=True)
     for name, target in (
         ("libblas.so", blas),

@@ -28,7 +28,7 @@ import yaml
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
-from sitebench.spack import repo_index
+from sitebench.spack import buildcache, repo_index
 
 SPACK_VERSION = "1.1.0"
 SPACK_REF = "v1.1.0"
@@ -82,6 +82,7 @@ class Spack:
         self.config_dir = state / "spack-config"
         self.system_dir = state / "spack-system"
         self.cache_dir = state / "spack-cache"
+        self.buildcache = None  # the machine binary cache, once set up
 
     # -- environment -------------------------------------------------------
     def environ(self, base=None):
@@ -159,24 +160,32 @@ class Spack:
         return proc.stdout.strip()
 
     # -- configuration -----------------------------------------------------
-    def write_scope(self, builtin_repo, mirror=None):
-        """Write sitebench's private Spack scope (the redirected user scope)."""
+    def write_scope(self, builtin_repo, mirror=None, cache=None):
+        """Write sitebench's private Spack scope (the redirected user scope): the source
+        ``mirror`` URL and the machine binary ``cache`` (:mod:`buildcache`), if any."""
         self.config_dir.mkdir(parents=True, exist_ok=True)
         self.system_dir.mkdir(parents=True, exist_ok=True)
         files = {
             "repos.yaml": {"repos": {"builtin": str(builtin_repo)}},
             "config.yaml": {
                 "config": {
-                    "install_tree": {"root": str(paths.state_dir() / "spack-store")},
+                    # Padded: binaries of the machine cache relocate into any tree.
+                    "install_tree": {
+                        "root": str(paths.state_dir() / "spack-store"),
+                        "padded_length": buildcache.PADDED_LENGTH,
+                    },
                     "source_cache": str(paths.state_dir() / "spack-source-cache"),
                     "checksum": True,
                 }
             },
         }
+        mirrors = {}
         if mirror:
-            files["mirrors.yaml"] = {
-                "mirrors": {"sitebench": {"url": mirror, "source": True, "binary": False}}
-            }
+            mirrors["sitebench"] = {"url": mirror, "source": True, "binary": False}
+        if cache:
+            mirrors[buildcache.MIRROR] = cache.mirror()
+        if mirrors:
+            files["mirrors.yaml"] = {"mirrors": mirrors}
         else:
             (self.config_dir / "mirrors.yaml").unlink(missing_ok=True)
         for name, data in files.items():
@@ -254,7 +263,9 @@ def setup():
     spack = locate()
     spack.check_version()
     builtin = builtin_repo()
-    spack.write_scope(builtin, mirror_url())
+    spack.buildcache = buildcache.machine_cache()
+    spack.write_scope(builtin, mirror_url(), spack.buildcache)
+    buildcache.refresh_index(spack, spack.buildcache)  # what other checkouts pushed
     if repo_index.seed(spack, builtin):  # a fresh checkout need not index it again
         print("==> Spack's repository indexes copied from the user's cache", file=sys.stderr)
     return spack
