@@ -242,6 +242,7 @@ def test_a_hanging_alert_is_stopped_with_every_process_it_started(night_env, mon
         assert took < 30, took  # 1 s, and 1 s more for the one that ignores SIGTERM
         text = log_of(night_env)
         assert f"alert FAILED: `{command}` did not end within 1 s (stopped" in text
+        assert "SIGTERM, then SIGKILL after 1 s, to its process group" in text  # the trap
         assert text.rstrip().endswith("verdict: failed (exit 1)")
     finally:
         for pid in map(int, pids.read_text().split() if pids.exists() else []):
