@@ -1,275 +1,388 @@
 """The results exchange through git (src/sitebench/results/exchange.py), with real parts: a
 bare repository on this machine is the shared remote (a file path, no daemon), each site a
-clone of it; the runs are copies of a real committed run of results/local/."""
+results directory of its own with its own key and trust list (tests/exchange_world.py); the
+runs are copies of a real committed run of results/local/. The hostile sites are in
+test_hostile_sites.py."""
 
-import shutil
+import os
+import signal
 import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
-from conftest import small_tmpfs, ROOT
+from conftest import ROOT, small_tmpfs
+from exchange_world import TEMPLATE, World, git
 from sitebench.common.errors import SitebenchError
-from sitebench.results import exchange
-from sitebench.results.rundirs import new_run_name
+from sitebench.results import exchange, trust, verify
 
-TEMPLATE = ROOT / "results/local/20261122T111440Z-ebb65a"
 SITES = ("alpha", "beta", "gamma", "delta")
 
 
-def git(cwd, *args):
-    return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
-    ).stdout
-
-
 @pytest.fixture
-def world(tmp_path, monkeypatch):
-    """The shared bare repository (code + results/README.md) and a way to clone it."""
-    sites = tmp_path / "sites"
-    for site in SITES:
-        (sites / "site-configs" / site).mkdir(parents=True)
-    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(sites))
-    bare = tmp_path / "shared.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    seed = tmp_path / "seed"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True)
-    (seed / "results").mkdir()
-    (seed / "results/README.md").write_text("runs\n")
-    (seed / "code.py").write_text("print('code')\n")
-    git(seed, "add", "-A")
-    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed")
-    git(seed, "push", "-q", str(bare), "main")
-
-    def clone(name):
-        path = tmp_path / name
-        git(tmp_path, "clone", "-q", str(bare), str(path))
-        return path / "results"
-
-    return bare, clone
+def world(tmp_path):
+    w = World(tmp_path)
+    w.make_remote()
+    return w
 
 
-def add_run(results, site):
-    dest = results / site / new_run_name()
-    shutil.copytree(TEMPLATE, dest)
-    return dest.name
+def trusting_each_other(world, names=SITES):
+    sites = [world.site(n) for n in names]
+    for site in sites:
+        site.trusts(*[s for s in sites if s is not site])
+    return sites
 
 
-def remote_runs(bare):
-    """{site: [runs]} in the shared branch, and how often each run's report was added."""
+def remote_runs(bare, prefix=""):
+    """{site: [runs]} in the shared branch, and every report.json ever added."""
     runs = {}
-    for line in git(bare, "ls-tree", "-r", "--name-only", "main", "results").splitlines():
-        parts = line.split("/")
-        if len(parts) >= 4:
-            runs.setdefault(parts[1], set()).add(parts[2])
-    added = git(bare, "log", "--diff-filter=A", "--name-only", "--format=", "main")
+    for line in git(bare, "ls-tree", "-r", "--name-only", "main").stdout.splitlines():
+        parts = line[len(prefix) :].split("/")
+        if line.startswith(prefix) and len(parts) >= 3:
+            runs.setdefault(parts[0], set()).add(parts[1])
+    added = git(bare, "log", "--diff-filter=A", "--name-only", "--format=", "main").stdout
     reports = [ln for ln in added.splitlines() if ln.endswith("/report.json")]
     return {s: sorted(r) for s, r in runs.items()}, reports
 
 
-def test_four_sites_publish_five_runs_each_at_once(world):
-    bare, clone = world
-    clones = {site: clone(f"clone-{site}") for site in SITES}
-    made, errors, results = {}, [], []
+def test_four_sites_publish_five_runs_each_at_once_signed(world):
+    sites = trusting_each_other(world)
+    made, errors = {}, []
 
     def site_night(site):
-        try:
-            for _ in range(5):
-                made.setdefault(site, []).append(add_run(clones[site], site))
-                results.append(exchange.publish(site, clones[site], retries=20))
-        except Exception as err:  # noqa: BLE001 - reported by the test
-            errors.append(err)
+        for _ in range(5):
+            made.setdefault(site.name, []).append(site.new_run())
+            proc = site.cli(
+                "publish", "--site", site.name, "--remote", str(world.bare), "--retries", "20"
+            )
+            if proc.returncode != 0:
+                errors.append(proc.stdout + proc.stderr)
 
-    threads = [threading.Thread(target=site_night, args=(s,)) for s in SITES]
+    threads = [threading.Thread(target=site_night, args=(s,)) for s in sites]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert not errors
-    assert all(r.published for r in results), [r.reason for r in results if not r.published]
-    runs, reports = remote_runs(bare)
-    assert runs == {site: sorted(made[site]) for site in SITES}
+    assert not errors, errors
+    runs, reports = remote_runs(world.bare)
+    assert runs == {name: sorted(made[name]) for name in SITES}
     assert len(reports) == 20 and len(set(reports)) == 20  # each exactly once
-    # Nothing else changed: the code and the README are the seed's, every run the template's.
-    changed = git(bare, "diff", "--name-only", "main~20", "main").splitlines()
-    assert all(p.startswith("results/") and p.count("/") >= 3 for p in changed)
-    files = sorted(str(p.relative_to(TEMPLATE)) for p in TEMPLATE.rglob("*") if p.is_file())
-    tree = git(bare, "ls-tree", "-r", "--name-only", "main", f"results/alpha/{made['alpha'][0]}")
-    assert sorted(ln.split("/", 3)[3] for ln in tree.splitlines()) == files
-    # Every clone gets them all with pull.
-    other = clone("late")
-    git(other.parent, "reset", "-q", "--hard", "main~10")
-    found = dict(exchange.pull(other))
-    assert sum(len(v) for v in found.values()) == 10
-    assert sum(len(list((other / s).iterdir())) for s in SITES) == 20
+    # A late site that trusts them all gets the 20 runs, byte for byte.
+    late = world.site("late")
+    late.trusts(*sites)
+    pulled = late.pull()
+    assert pulled.refused == [] and sum(len(r) for _, r in pulled.new) == 20
+    # Every commit is signed, by the key of the site whose runs it adds.
+    signers = f"gpg.ssh.allowedSignersFile={late.home / 'trust' / 'allowed_signers'}"
+    for site in sites:
+        log = git(world.bare, "-c", signers, "log", "--format=%G? %GK", "main", "--", site.name)
+        assert set(log.stdout.splitlines()) == {f"G {verify.fingerprint(site.public)}"}
+    files = sorted(p.relative_to(TEMPLATE).as_posix() for p in TEMPLATE.rglob("*") if p.is_file())
+    got = late.results / "alpha" / made["alpha"][0]
+    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == files
 
 
 @pytest.mark.reliability_fault
-def test_remote_unreachable_keeps_the_run_committed_and_a_later_publish_pushes_it(world):
-    bare, clone = world
-    results = clone("site")
-    first = add_run(results, "alpha")
-    hidden = bare.with_name("shared-away.git")
-    bare.rename(hidden)
+def test_remote_unreachable_keeps_the_run_and_a_later_publish_sends_it(world):
+    alpha = world.site("alpha")
+    first = alpha.new_run()
+    assert alpha.publish().published  # connects the results directory
+    second = alpha.new_run()
+    hidden = world.bare.with_name("shared-away.git")
+    world.bare.rename(hidden)
     try:
-        done = exchange.publish("alpha", results)
+        done = alpha.publish()
     finally:
-        hidden.rename(bare)
-    assert not done.published and done.runs == [first]
-    assert "shared.git" in done.reason or "repository" in done.reason
-    assert f"results/alpha/{first}/report.json" in git(results.parent, "ls-files")
-    second = add_run(results, "alpha")
-    done = exchange.publish("alpha", results)
-    assert done.published and done.runs == sorted([first, second])
-    assert remote_runs(bare)[0] == {"alpha": sorted([first, second])}
-    assert exchange.publish("alpha", results) == exchange.Published(True, [], "", done.commit)
+        hidden.rename(world.bare)
+    assert not done.published and "shared.git" in done.reason and "\n" not in done.reason
+    third = alpha.new_run()
+    done = alpha.publish()
+    assert done.published and done.runs == sorted([second, third])
+    assert remote_runs(world.bare)[0] == {"alpha": sorted([first, second, third])}
+    again = alpha.publish()
+    assert again.published and again.runs == []
 
 
-@pytest.mark.reliability_input
-def test_another_sites_modified_run_refuses_naming_the_file(world):
-    bare, clone = world
-    a, b = clone("a"), clone("b")
-    run = add_run(a, "alpha")
-    assert exchange.publish("alpha", a).published
-    exchange.pull(b)
-    victim = b / "alpha" / run / "report.json"
-    victim.write_text("{}")
-    add_run(b, "beta")
-    with pytest.raises(SitebenchError, match=f"results/alpha/{run}/report.json"):
-        exchange.publish("beta", b)
-    assert "beta" not in remote_runs(bare)[0]
-
-
-def test_incoming_runs_and_staged_code_are_never_published(world):
-    bare, clone = world
-    a, b = clone("a"), clone("b")
-    incoming = a / "alpha" / ".incoming-20261124T000000Z-abcdef"
-    shutil.copytree(TEMPLATE, incoming)
-    run = add_run(a, "alpha")
-    # The user's staged code change, and another site's push in between (a rebase).
-    (a.parent / "code.py").write_text("print('mine')\n")
-    git(a.parent, "add", "code.py")
-    add_run(b, "beta")
-    assert exchange.publish("beta", b).published
-    done = exchange.publish("alpha", a)
+def test_incoming_and_example_runs_are_never_published(world):
+    alpha = world.site("alpha")
+    incoming = alpha.results / "alpha" / ".incoming-20261124T000000Z-abcdef"
+    incoming.parent.mkdir(parents=True)
+    incoming.mkdir()
+    (incoming / "report.json").write_text("{}")
+    run = alpha.new_run()
+    done = alpha.publish()
     assert done.published and done.runs == [run]
-    assert "print('code')" in git(bare, "show", "main:code.py")
-    assert ".incoming" not in git(bare, "ls-tree", "-r", "--name-only", "main")
-    assert git(a.parent, "diff", "--cached", "--name-only").split() == ["code.py"]
+    assert ".incoming" not in git(world.bare, "ls-tree", "-r", "--name-only", "main").stdout
     assert incoming.is_dir()
 
 
 @pytest.mark.reliability_input
-@pytest.mark.parametrize("case", ["unknown site", "missing remote", "no such path", "not git"])
+@pytest.mark.parametrize("case", ["unknown site", "code remote", "no such path", "not connected"])
 def test_bad_configuration_is_refused(world, tmp_path, case):
-    _bare, clone = world
-    results = clone("site")
-    add_run(results, "alpha")
-    site, remote = "alpha", None
+    alpha = world.site("alpha")
+    alpha.new_run()
+    site, remote = "alpha", str(world.bare)
+    expect = {"unknown site": "nowhere", "code remote": "exchange migrate"}.get(case)
     if case == "unknown site":
         site = "nowhere"
-    elif case == "missing remote":
-        remote = "upstream"
+    elif case == "code remote":
+        remote = "origin"
     elif case == "no such path":
-        remote = str(tmp_path / "gone.git")
+        remote = expect = str(tmp_path / "gone.git")
     else:
-        remote = str(tmp_path / "plain")
-        (tmp_path / "plain").mkdir()
-    with pytest.raises(SitebenchError) as err:
-        exchange.publish(site, results, remote=remote)
-    assert err.value.fix
-    assert {"unknown site": "nowhere", "missing remote": "upstream"}.get(case, remote) in str(
-        err.value
-    )
-
-
-@pytest.mark.reliability_input
-def test_results_outside_git_are_refused(world, tmp_path):
-    plain = tmp_path / "plain-results"
-    add_run(plain, "alpha")
-    with pytest.raises(SitebenchError, match="not in a git repository"):
-        exchange.publish("alpha", plain)
-
-
-@pytest.mark.reliability_input
-def test_unreachable_url_is_not_published_with_gits_reason(world):
-    _bare, clone = world
-    results = clone("site")
-    run = add_run(results, "alpha")
-    done = exchange.publish("alpha", results, remote="file:///nonexistent/results.git")
-    assert not done.published and done.runs == [run] and done.reason
-    assert "\n" not in done.reason
-
-
-@pytest.mark.reliability_input
-def test_diverged_history_is_refused_and_nothing_pushed(world, tmp_path):
-    bare, clone = world
-    results = clone("site")
-    other = tmp_path / "rewrite"
-    subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
-    (other / "new.txt").write_text("another history\n")
-    git(other, "add", "-A")
-    git(other, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "rewritten")
-    git(other, "push", "-q", "--force", str(bare), "main")
-    add_run(results, "alpha")
-    with pytest.raises(SitebenchError, match="diverged"):
-        exchange.publish("alpha", results)
-    assert git(bare, "ls-tree", "-r", "--name-only", "main").split() == ["new.txt"]
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    """A 4 MiB tmpfs, unmounted at the end."""
-    with small_tmpfs(tmp_path / "small-disk", "4m") as mnt:
-        yield mnt
+        remote, expect = None, "not connected to a results repository"
+    with alpha.act(), pytest.raises(SitebenchError) as err:
+        if case == "not connected":
+            exchange.pull()
+        else:
+            exchange.publish(site, remote=remote)
+    assert err.value.fix and expect in str(err.value) + err.value.fix
 
 
 @pytest.mark.reliability_fault
-def test_disk_full_while_committing_loses_nothing(world, small_disk):
-    bare, _clone = world
-    clone_dir = small_disk / "clone"
-    git(small_disk, "clone", "-q", str(bare), str(clone_dir))
-    results = clone_dir / "results"
-    run = add_run(results, "alpha")
-    before = sorted(p.relative_to(results) for p in (results / "alpha").rglob("*"))
-    filler = small_disk / "filler"
-    with open(filler, "wb") as out:
-        try:
-            while True:
-                out.write(b"\0" * 65536)
-                out.flush()
-        except OSError:
-            pass
-    with pytest.raises(SitebenchError, match="could not commit"):
-        exchange.publish("alpha", results)
-    assert sorted(p.relative_to(results) for p in (results / "alpha").rglob("*")) == before
-    filler.unlink()
-    done = exchange.publish("alpha", results)
-    assert done.published and done.runs == [run]
-    assert remote_runs(bare)[0] == {"alpha": [run]}
+def test_a_remotes_refusal_is_shown_and_not_tried_again(tmp_path):
+    """A protected remote (exchange init-remote) refuses a site it does not trust: its
+    hook's own words reach the user, after one push, not six."""
+    world = World(tmp_path, protected=True)
+    alpha, beta = world.site("alpha"), world.site("beta")
+    with alpha.act():
+        world.make_remote(signers=trust.allowed_signers_file())  # trusts alpha only
+    beta.new_run()
+    pushes = []
+    real_push = exchange.Exchange.push
+
+    def counted(self, commit):
+        pushes.append(commit)
+        return real_push(self, commit)
+
+    exchange.Exchange.push = counted
+    try:
+        done = beta.publish(retries=5)
+    finally:
+        exchange.Exchange.push = real_push
+    assert not done.published and len(pushes) == 1
+    assert "sitebench: refused" in done.reason and "not trusted here" in done.reason
+    run = alpha.new_run()
+    assert alpha.publish().published
+    assert remote_runs(world.bare)[0] == {"alpha": [run]}
 
 
-def test_pull_clones_a_separate_results_repository(tmp_path, monkeypatch):
-    """The separate repository: runs at its top, results/ (here $SITEBENCH_RESULTS_DIR) a
-    clone of it made by pull."""
-    sites = tmp_path / "sites"
-    (sites / "site-configs/alpha").mkdir(parents=True)
-    monkeypatch.setenv("SITEBENCH_SITES_ROOT", str(sites))
-    bare = tmp_path / "results.git"
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "attack", ["code", "forged", "force-push", "delete branch", ".git entry", "other branch"]
+)
+def test_a_protected_remote_refuses_hostile_pushes_itself(tmp_path, attack):
+    from exchange_world import plumb_commit
+
+    world = World(tmp_path, protected=True)
+    alpha, mallory = world.site("alpha"), world.site("mallory")
+    alpha.trusts(mallory)
+    with alpha.act():
+        world.make_remote(signers=trust.allowed_signers_file())
+    run = alpha.new_run()
+    assert alpha.publish().published
+    clone = world.hostile_clone()
+    run_dir = "mallory/20261126T010101Z-abcdef"
+    if attack == "code":
+        (clone / "sitebench").write_text("echo pwned\n")
+        proc = world.push_as(clone, "results", key=mallory.key)
+    elif attack == "forged":
+        (clone / "alpha" / "20261126T010101Z-abcdef").mkdir()
+        (clone / "alpha" / "20261126T010101Z-abcdef" / "report.json").write_text("{}")
+        proc = world.push_as(clone, "results: alpha", key=mallory.key)
+    elif attack == "force-push":
+        git(clone, "reset", "-q", "--hard", "HEAD~1")
+        proc = world.push_as(clone, "rewrite", key=mallory.key, force=True)
+    elif attack == "delete branch":
+        proc = git(clone, "push", "-q", "origin", ":main", check=False)
+    elif attack == ".git entry":
+        plumb_commit(clone, {f"{run_dir}/.git/config": ("100644", b"x")}, key=mallory.key)
+        proc = git(clone, "push", "-q", "origin", "HEAD:main", check=False)
+    else:
+        (clone / run_dir).mkdir(parents=True)
+        (clone / run_dir / "report.json").write_text("{}")
+        git(clone, "add", "-A")
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
+        git(
+            clone,
+            *sign,
+            "-c",
+            "user.name=m",
+            "-c",
+            "user.email=m@m",
+            "commit",
+            "-q",
+            "-S",
+            "-m",
+            "r",
+        )
+        proc = git(clone, "push", "-q", "origin", "HEAD:refs/heads/other", check=False)
+    assert proc.returncode != 0, attack
+    assert git(world.bare, "for-each-ref", "--format=%(refname)").stdout.split() == [
+        "refs/heads/main"
+    ]
+    assert remote_runs(world.bare)[0] == {"alpha": [run]}
+    # The honest site goes on publishing.
+    later = alpha.new_run()
+    assert alpha.publish().published
+    assert remote_runs(world.bare)[0] == {"alpha": sorted([run, later])}
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_a_publish_killed_mid_push_leaves_nothing_to_repair(world, sig):
+    """Killed (the process group, as systemd, scancel and timeouts do) while its push is
+    on the wire: the next publish sends the run, nothing is lost, nothing is locked."""
+    alpha = world.site("alpha")
+    alpha.new_run()
+    assert alpha.publish().published
+    hook = world.bare / "hooks" / "pre-receive"
+    hook.write_text("#!/bin/sh\nsleep 30\n")
+    hook.chmod(0o755)
+    run = alpha.new_run()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "sitebench", "publish", "--site", "alpha"],
+        cwd=ROOT,
+        env={**os.environ, **alpha.env, "PYTHONPATH": str(ROOT / "src")},
+        start_new_session=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not _running("sleep 30"):
+        time.sleep(0.05)
+    os.killpg(proc.pid, getattr(signal, sig))
+    proc.wait(timeout=30)
+    hook.unlink()
+    done = alpha.publish()
+    assert done.published and done.runs == [run], done
+    assert run in remote_runs(world.bare)[0]["alpha"]
+    assert (alpha.results / "alpha" / run / "report.json").is_file()
+
+
+def _running(pattern):
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
+
+
+@pytest.mark.reliability_fault
+def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tmp_path):
+    world = World(tmp_path)
+    world.make_remote()
+    alpha = world.site("alpha")
+    run = alpha.new_run()
+    assert alpha.publish().published
+    with small_tmpfs(tmp_path / "small", "2m") as mnt:
+        beta = world.site("beta")
+        beta.trusts(alpha)
+        beta.env["SITEBENCH_RESULTS_DIR"] = str(mnt / "results")
+        beta.results = mnt / "results"
+        with beta.act():
+            exchange.open_exchange(None, str(world.bare))
+        filler = mnt / "filler"
+        with open(filler, "wb") as out:
+            try:
+                while True:
+                    out.write(b"\0" * 65536)
+                    out.flush()
+            except OSError:
+                pass
+        with pytest.raises((OSError, SitebenchError)):
+            beta.pull()
+        assert not (beta.results / "alpha" / run).exists()
+        assert not list((beta.results / "alpha").glob(".incoming-*"))
+        filler.unlink()
+        assert beta.pull().new == [("alpha", [run])]
+
+
+def test_migrating_from_runs_shared_through_the_codes_remote(tmp_path):
+    """The old layout: the sites' checkouts share a remote with the code, runs at
+    results/<site>/<run>/. Pull refuses until `exchange migrate`; then runs come through the
+    exchange and the code's checkout is never changed again, whatever is pushed."""
+    world = World(tmp_path)
+    alpha, beta = world.site("alpha"), world.site("beta")
+    beta.trusts(alpha)
+    shared = tmp_path / "code-and-results.git"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(shared)], check=True)
     seed = tmp_path / "seed"
     subprocess.run(["git", "init", "-q", "-b", "main", str(seed)], check=True)
-    (seed / "README.md").write_text("results of our sites\n")
+    (seed / "code.py").write_text("print('code')\n")
+    (seed / "results").mkdir()
+    old_run = alpha.new_run()
+    subprocess.run(["cp", "-r", str(alpha.results / "alpha"), str(seed / "results")], check=True)
     git(seed, "add", "-A")
-    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed")
-    git(seed, "push", "-q", str(bare), "main")
-    one, two = tmp_path / "one", tmp_path / "two"
-    assert exchange.pull(one, remote=str(bare)) == []
-    run = add_run(one, "alpha")
-    assert exchange.publish("alpha", one, remote=str(bare)).published
-    assert git(bare, "ls-tree", "--name-only", "main").split() == ["README.md", "alpha"]
-    assert exchange.pull(two, remote=str(bare)) == [("alpha", [run])]
-    assert (two / "alpha" / run / "report.json").is_file()
+    git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "code + a run")
+    git(seed, "push", "-q", str(shared), "main")
+    checkout = tmp_path / "beta-checkout"
+    git(tmp_path, "clone", "-q", str(shared), str(checkout))
+    (world.sites_root / "site-configs" / "beta" / "site.yaml").write_text(
+        "results: {remote: origin, branch: main}\n"
+    )
+    (world.sites_root / "environments" / "beta").mkdir(parents=True)
+    (world.sites_root / "environments" / "beta" / "spack.yaml").write_text("spack: {}\n")
+    beta.env["SITEBENCH_RESULTS_DIR"] = str(checkout / "results")
+    beta.results = checkout / "results"
+    refused = beta.cli("pull", "--site", "beta")
+    assert refused.returncode == 2 and "exchange migrate" in refused.stderr, refused.stderr
+    migrated = beta.cli("exchange", "migrate", "--site", "beta")
+    assert migrated.returncode == 0, migrated.stderr
+    # alpha goes on publishing to the old shared remote (prefix results/), signed; a hostile
+    # push changes the code there.
+    alpha_checkout = tmp_path / "alpha-checkout"
+    git(tmp_path, "clone", "-q", str(shared), str(alpha_checkout))
+    new_run = alpha.new_run()
+    subprocess.run(
+        [
+            "cp",
+            "-r",
+            str(alpha.results / "alpha" / new_run),
+            str(alpha_checkout / "results/alpha"),
+        ],
+        check=True,
+    )
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={alpha.key}"]
+    git(alpha_checkout, "add", "-A")
+    git(
+        alpha_checkout,
+        *sign,
+        "-c",
+        "user.name=a",
+        "-c",
+        "user.email=a@a",
+        "commit",
+        "-q",
+        "-S",
+        "-m",
+        "r",
+    )
+    (alpha_checkout / "code.py").write_text("open('PWNED', 'w')\n")
+    git(alpha_checkout, "-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qam", "results")
+    git(alpha_checkout, "push", "-q", "origin", "main")
+    head = git(checkout, "rev-parse", "HEAD").stdout
+    pulled = beta.cli("pull", "--site", "beta")
+    assert pulled.returncode == 3, pulled.stdout + pulled.stderr
+    assert f"pulled alpha: 1 new run ({new_run}" in pulled.stdout
+    assert "code.py" in pulled.stdout and "not a run file" in pulled.stdout
+    assert git(checkout, "rev-parse", "HEAD").stdout == head
+    assert "print('code')" in (checkout / "code.py").read_text()
+    assert (checkout / "results" / "alpha" / old_run).is_dir()
+
+
+def test_trust_commands_refuse_what_is_not_one_public_key(world, tmp_path):
+    alpha, beta = world.site("alpha"), world.site("beta")
+    two = tmp_path / "two.pub"
+    two.write_text(f"{alpha.public}\n{beta.public}\n")
+    for bad, why in ((alpha.key, "not one SSH public key"), (two, "2 key lines")):
+        proc = beta.cli("trust", "add", "alpha", str(bad))
+        assert proc.returncode == 2 and why in proc.stderr, proc.stderr
+    assert beta.cli("trust", "add", "alpha", f"{alpha.key}.pub").returncode == 0
+    listed = beta.cli("trust", "list").stdout
+    assert "alpha" in listed and verify.fingerprint(alpha.public) in listed
+    assert beta.cli("trust", "remove", "alpha").returncode == 0
+    assert "alpha" not in beta.cli("trust", "list").stdout
+    unsigned = beta.cli("trust", "allow-unsigned", "gamma")
+    assert "WARNING" in unsigned.stdout and "UNSIGNED" in beta.cli("trust", "list").stdout
 
 
 def test_stale_sites_are_those_whose_newest_run_is_older_than_n_days(tmp_path):

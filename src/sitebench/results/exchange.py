@@ -29,6 +29,7 @@ import fcntl
 import hashlib
 import os
 import random
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -255,6 +256,21 @@ class Exchange:
             return "same" if _same_files(dest, files) else "differs from the copy here, kept"
         site_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".incoming-pull-{run}-", dir=site_dir))
+        try:
+            self._write_files(tmp, files)
+        except BaseException:
+            # A full disk or a kill: no half run is left; the next pull writes it again.
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        try:
+            tmp.rename(dest)
+        except OSError:
+            # Written meanwhile by another writer: never replaced.
+            shutil.rmtree(tmp, ignore_errors=True)
+            return "appeared here meanwhile, kept"
+        return "new"
+
+    def _write_files(self, tmp, files):
         for rel, mode, blob in files:
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -266,13 +282,6 @@ class Exchange:
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             with os.fdopen(fd, "wb") as out:
                 out.write(data)
-        try:
-            tmp.rename(dest)
-        except OSError:
-            # Written meanwhile by another writer: never replaced.
-            subprocess.run(["rm", "-rf", "--", str(tmp)], check=False)
-            return "appeared here meanwhile, kept"
-        return "new"
 
     # -- publishing -----------------------------------------------------------------------
 
@@ -350,6 +359,14 @@ class Exchange:
         return self.git(
             "push", "--porcelain", remote, f"{commit}:refs/heads/{branch}", check=False
         )
+
+
+#: A push that lost a race with another site's (tried again after a fetch).
+_RACES = ("[rejected]", "cannot lock ref", "failed to update ref", "incorrect old value")
+
+
+def _refused_for_good(text):
+    return "[remote rejected]" in text and not any(race in text for race in _RACES[1:])
 
 
 def _run(args):
@@ -532,8 +549,8 @@ def _publish(ex, site, key, retries):
                 ex.git("update-ref", ACCEPTED, commit)
             return Published(True, [run.name for run in runs], "", commit, refused)
         reason = _reason(proc.stderr + proc.stdout)
-        if "[remote rejected]" in proc.stdout + proc.stderr or "remote rejected" in reason:
-            # The remote's own refusal (a hook): trying again cannot change it.
+        if _refused_for_good(proc.stdout + proc.stderr):
+            # The remote's own refusal (a hook, a denied update): trying again cannot help.
             return Published(False, [], reason, None, refused)
         time.sleep(random.uniform(0.05, 0.3) * (attempt + 1))
     return Published(False, [], f"{reason} (gave up after {retries + 1} tries)", None, refused)
