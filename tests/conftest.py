@@ -4,6 +4,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -55,6 +56,12 @@ def pytest_itemcollected(item):
 def private_store(tmp_path_factory, monkeypatch):
     """Each test's results-store index in its own temporary directory, never in .sitebench/."""
     monkeypatch.setenv("SITEBENCH_STORE_DIR", str(tmp_path_factory.mktemp("store")))
+    # The exchange's trust list and signing keys too, never the user's ~/.config/sitebench
+    # (a short path: scheduled lines carry it, and cron takes 1000 characters a line).
+    config = tempfile.mkdtemp(prefix="sbc-")
+    monkeypatch.setenv("SITEBENCH_CONFIG_HOME", config)
+    yield
+    shutil.rmtree(config, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

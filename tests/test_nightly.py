@@ -674,6 +674,10 @@ def test_cron_install_refuses_a_second_replaces_with_force_edits_only_its_lines(
     assert f"cd {ROOT} && env " in entry[0]
     assert f"{ROOT}/sitebench nightly run --site {SITE} >> " in entry[0]
     assert f"SITEBENCH_SITES_ROOT={night_env['tmp'] / 'sites'}" in entry[0]
+    # The site's signing key for publishing is made once, its public half printed.
+    key = Path(os.environ["SITEBENCH_CONFIG_HOME"]) / "keys" / SITE
+    assert "signing key:" in first.stdout and "made now" in first.stdout
+    assert Path(f"{key}.pub").read_text().strip() in first.stdout
     again = sitebench("nightly", "install", "--site", SITE, "--at", "04:00")
     assert again.returncode == 2 and "already installed" in again.stderr
     assert "--force" in again.stderr and crontab() == table

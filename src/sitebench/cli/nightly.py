@@ -110,7 +110,18 @@ def _install(args):
     print(f"  next start: {when.next_start(hour, minute):%Y-%m-%d %H:%M %Z}")
     for note in notes:
         print(f"  note: {note}")
+    _signing_key(site.name)
     return 0
+
+
+def _signing_key(site):
+    """The key each night signs its published runs with, made now if the site has none; its
+    public half is what the other sites trust (results/README.md)."""
+    from sitebench.results import trust
+
+    path, public, made = trust.ensure_site_key(site)
+    print(f"  signing key: {path} ({'made now' if made else 'kept'}); its public half, for")
+    print(f"  the other sites (./sitebench trust add {site} FILE): {public}")
 
 
 def _remove(args):

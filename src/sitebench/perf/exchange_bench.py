@@ -8,11 +8,17 @@ run of ``results/local/`` (110 files, 884 KiB), of which the 55 that differed be
 real nights (430 KiB: outputs, perflogs, report, provenance) are made different per run and
 the others are the same bytes every night, as they are in real runs. Each round:
 
-* another night of the other sites is pushed to the shared repository (fast-import), then
-  timed: ``pull`` of it into the site's clone (goal <= 10 s);
+* another night of the other sites is pushed to the shared repository, one commit per site
+  signed with that site's SSH key (as their publish makes them), then timed: ``pull`` of it
+  into the site's results directory, every commit verified (paths, sizes, signatures against
+  the trust list of the 10 sites) and its runs exported (goal <= 10 s), and of that, the
+  verification alone (its share of the pull);
 * the store's refresh after that pull (``store.refresh_all``, goal <= 2 s);
-* ``publish`` of the site's own new run (goal <= 10 s);
+* ``publish`` of the site's own new run, signed (goal <= 10 s);
 * and the shared repository's growth, packed (``git repack -d``), per run in KiB.
+
+The history before is the baseline the site's exchange accepted when it joined (as
+``exchange migrate`` takes a checkout's history); only the nights pushed here are verified.
 """
 
 import json
@@ -23,7 +29,7 @@ import time
 
 from sitebench.common import paths
 from sitebench.perf.measure import now, ratio
-from sitebench.results import exchange, store
+from sitebench.results import exchange, store, trust, verify
 
 GOALS_S = {"publish": 10.0, "pull": 10.0, "refresh": 2.0}
 TEMPLATE_PAIR = ("20261122T152735Z-c5bfbc", "20261122T153111Z-7d0096")
@@ -119,7 +125,13 @@ def _site_name(site):
 def prepare(base, sites, nights, progress=print):
     """The shared repository, a clone for site00 and its store index, made once."""
     marker = base / "made.json"
-    want = {"sites": sites, "nights": nights, "template": list(TEMPLATE_PAIR), "blobs": 2}
+    want = {
+        "sites": sites,
+        "nights": nights,
+        "template": list(TEMPLATE_PAIR),
+        "blobs": 2,
+        "exchange": 2,
+    }
     if marker.is_file() and json.loads(marker.read_text()).get("params") == want:
         return json.loads(marker.read_text())
     shutil.rmtree(base, ignore_errors=True)
@@ -143,6 +155,8 @@ def prepare(base, sites, nights, progress=print):
     t0 = time.perf_counter()
     subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True)
     cloned = time.perf_counter() - t0
+    tip = _git(bare, "rev-parse", "main", text=True).strip()
+    exchange.Exchange(clone).create(str(bare), "main", "", baseline=tip)
     (base / "sites/site-configs/site00").mkdir(parents=True)
     t0 = time.perf_counter()
     counts = store.refresh_all(clone, base / "store")
@@ -169,26 +183,70 @@ def _packed_kib(bare):
     return 0
 
 
+def _signed_night(base, bare, template, night, sites):
+    """Each other site's run of ``night`` pushed as that site's publish makes it: one commit
+    per site, signed with its key, on the shared branch."""
+    for site in range(1, sites):
+        name = _site_name(site)
+        others = base / "others" / name
+        run = others / name / _run_name(night, site)
+        for rel, data, varies in template:
+            (run / rel).parent.mkdir(parents=True, exist_ok=True)
+            (run / rel).write_bytes(
+                _run_blob(rel, data, run.name, night, site) if varies else data
+            )
+        sender = exchange.Exchange(others)
+        if not sender.exists:
+            sender.create(str(bare), "main", "")
+        tip = sender.fetch()
+        key, _, _ = trust.ensure_site_key(name)
+        commit = sender.make_commit(tip, name, [run], "", key)
+        if sender.push(commit).returncode != 0:
+            raise RuntimeError(f"could not push {name}'s night {night}")
+        shutil.rmtree(run)
+
+
 def bench(rounds=3, sites=10, nights=365):
     import os
 
     base = paths.state_dir() / "perf-exchange"
     info = prepare(base, sites, nights)
     bare, clone = base / "shared.git", base / "site00"
-    old_sites = os.environ.get("SITEBENCH_SITES_ROOT")
+    saved = {
+        k: os.environ.get(k)
+        for k in ("SITEBENCH_SITES_ROOT", "SITEBENCH_TRUST_DIR", "SITEBENCH_KEYS_DIR")
+    }
     os.environ["SITEBENCH_SITES_ROOT"] = str(base / "sites")
+    os.environ["SITEBENCH_TRUST_DIR"] = str(base / "trust")
+    os.environ["SITEBENCH_KEYS_DIR"] = str(base / "keys")
     template = _template()
-    times = {"pull": [], "refresh": [], "publish": []}
+    times = {"pull": [], "verify": [], "refresh": [], "publish": []}
     growth = []
+    real_check = verify.check_range
+    spent = []
+
+    def timed_check(*args, **kw):
+        t0 = time.perf_counter()
+        try:
+            return real_check(*args, **kw)
+        finally:
+            spent.append(time.perf_counter() - t0)
+
+    verify.check_range = timed_check
     try:
+        for site in range(sites):
+            trust.ensure_site_key(_site_name(site))  # each trusted for its own runs here
         for _ in range(rounds):
             night = info["next_night"]
             before = _packed_kib(bare)
-            _fast_import(bare, template, [night], range(1, sites), _site_name, "others")
+            _signed_night(base, bare, template, night, sites)
+            spent.clear()
             t0 = time.perf_counter()
             pulled = exchange.pull(clone)
             times["pull"].append(time.perf_counter() - t0)
-            assert sum(len(r) for _s, r in pulled) == sites - 1, pulled
+            times["verify"].append(sum(spent))
+            assert not pulled.refused, pulled.refused
+            assert sum(len(r) for _s, r in pulled.new) == sites - 1, pulled
             t0 = time.perf_counter()
             indexed = store.refresh_all(clone, base / "store")
             times["refresh"].append(time.perf_counter() - t0)
@@ -202,17 +260,19 @@ def bench(rounds=3, sites=10, nights=365):
                     _run_blob(rel, data, own.name, night, 0) if varies else data
                 )
             t0 = time.perf_counter()
-            done = exchange.publish("site00", clone, remote="origin", branch="main")
+            done = exchange.publish("site00", clone, remote=str(bare), branch="main")
             times["publish"].append(time.perf_counter() - t0)
             assert done.published and done.runs == [own.name], done
             growth.append((_packed_kib(bare) - before) / sites)
             info["next_night"] = night + 1
             (base / "made.json").write_text(json.dumps(info))
     finally:
-        if old_sites is None:
-            os.environ.pop("SITEBENCH_SITES_ROOT", None)
-        else:
-            os.environ["SITEBENCH_SITES_ROOT"] = old_sites
+        verify.check_range = real_check
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     result = {
         "benchmark": "exchange",
         "when": now(),
@@ -249,6 +309,13 @@ def render(result):
         lines.append(
             f"{name:<10}{med:>10.2f}{f'{min(t):.2f}-{max(t):.2f}':>16}{goal:>7.0f}s"
             f"{med / goal:>15.3f}"
+        )
+    v, p = result["times_s"].get("verify"), result["times_s"]["pull"]
+    if v:
+        share = statistics.median([a / b for a, b in zip(v, p)])
+        lines.append(
+            f"of the pull, verifying its {result['sites'] - 1} signed commits took "
+            f"{statistics.median(v):.2f} s (share {share:.3f})"
         )
     g = result["growth_kib_per_run"]
     lines.append(

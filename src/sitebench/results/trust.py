@@ -1,7 +1,8 @@
 """Which keys this site trusts to publish which sites' runs, and this site's own key.
 
 Kept outside the exchange and the checkout, so that no push and no ``git pull`` can change
-it: ``$SITEBENCH_TRUST_DIR`` (default ``~/.config/sitebench/trust``) holds
+it: ``$SITEBENCH_TRUST_DIR`` (default ``~/.config/sitebench/trust``, or
+``$SITEBENCH_CONFIG_HOME/trust``) holds
 
 * ``allowed_signers``: OpenSSH's own format, one site per line
   (``beta ssh-ed25519 AAAA... beta@host``), read by git (``gpg.ssh.allowedSignersFile``)
@@ -10,8 +11,9 @@ it: ``$SITEBENCH_TRUST_DIR`` (default ``~/.config/sitebench/trust``) holds
   can publish in their name; for a migration period only).
 
 A site's signing key is ``$SITEBENCH_KEYS_DIR/<site>`` (default
-``~/.config/sitebench/keys``), an ed25519 key made with ``ssh-keygen`` on first use; its
-public half is what the other sites add with ``./sitebench trust add SITE KEYFILE``.
+``~/.config/sitebench/keys``, or ``$SITEBENCH_CONFIG_HOME/keys``), an ed25519 key made with
+``ssh-keygen`` on first use; its public half is what the other sites add with
+``./sitebench trust add SITE KEYFILE``.
 """
 
 import os
@@ -24,14 +26,18 @@ from sitebench.common.names import check_name
 from sitebench.results.verify import Rules, fingerprint, read_allowed_signers
 
 
+def config_home():
+    """The user's sitebench settings outside any checkout (``$SITEBENCH_CONFIG_HOME``)."""
+    given = os.environ.get("SITEBENCH_CONFIG_HOME")
+    return Path(given) if given else Path.home() / ".config" / "sitebench"
+
+
 def trust_dir():
-    default = Path.home() / ".config" / "sitebench" / "trust"
-    return Path(os.environ.get("SITEBENCH_TRUST_DIR") or default)
+    return Path(os.environ.get("SITEBENCH_TRUST_DIR") or config_home() / "trust")
 
 
 def keys_dir():
-    default = Path.home() / ".config" / "sitebench" / "keys"
-    return Path(os.environ.get("SITEBENCH_KEYS_DIR") or default)
+    return Path(os.environ.get("SITEBENCH_KEYS_DIR") or config_home() / "keys")
 
 
 def allowed_signers_file():
