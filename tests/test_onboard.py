@@ -161,6 +161,8 @@ def test_the_reframe_config_is_data_and_loads(sites_root):
     (env,) = module.site_configuration["environments"]
     assert env["name"] == "gcc-openmpi" and part["environs"] == ["gcc-openmpi"]
     assert {"sitebench", "mpi_openmpi", toolchains.NO_MPI_CHECKS} <= set(env["features"])
+    # ReFrame's conventions, for checks that are not sitebench's: +openmp with omp_flag, +mpi.
+    assert {"openmp", "mpi"} <= set(env["features"]) and env["extras"]["omp_flag"] == "-fopenmp"
     assert ["PATH", f"{MPI_ROOT / 'openmpi' / 'bin'}:$PATH"] in env["env_vars"]
     assert ["OMPI_ALLOW_RUN_AS_ROOT", "1"] in env["env_vars"]
     # Loading it leaves the local site's toolchains alone (only its perflog format is read).

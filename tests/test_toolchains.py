@@ -114,7 +114,12 @@ def test_reframe_environments_one_per_toolchain(tmp_path):
     assert toolchains.NO_MPI_CHECKS not in envs[1]["features"]
     assert "mpi_mpich" in envs[1]["features"]
     assert envs[1]["env_vars"] == [["PATH", f"{tmp_path}/mpich/bin:$PATH"], ["A", "1"]]
-    assert envs[1]["extras"] == {"mpi": "mpich", "compilers": GCC, "launcher": "mpirun"}
+    assert envs[1]["extras"] == {
+        "mpi": "mpich",
+        "compilers": GCC,
+        "launcher": "mpirun",
+        "omp_flag": "-fopenmp",  # ReFrame's convention (tests/test_reframe_conventions.py)
+    }
     # restricted to MPICH, MPICH's toolchain runs them
     alone = toolchains.reframe_environments(found[1:], packages)
     assert toolchains.NO_MPI_CHECKS in alone[0]["features"]

@@ -71,6 +71,9 @@ site_configuration = {
                 "mpi": "openmpi",
                 "compilers": {"c": "gcc", "cxx": "gcc", "fortran": "gcc"},
                 "launcher": "mpirun",
+                # ReFrame's convention for '+openmp' checks (src/sitebench/sites/
+                # reframe_conventions.py): the flag they add to their cflags.
+                "omp_flag": "-fopenmp",
             },
             "cc": "mpicc",
             "cxx": "mpicxx",

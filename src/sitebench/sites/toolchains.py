@@ -19,7 +19,9 @@ default to ``c``. Each toolchain becomes, with what Spack and ReFrame already do
 * a ReFrame programming environment of that name (:func:`reframe_environments`), whose PATH
   starts with its MPI's own ``bin/`` (its ``mpirun``), with the feature ``mpi_<mpi>``; the
   first toolchain of each compiler set also has the feature ``no_mpi_checks``, where the
-  checks that use no MPI (STREAM, PARSEC, sysbench) run once per compiler set.
+  checks that use no MPI (STREAM, PARSEC, sysbench) run once per compiler set; and what
+  ReFrame's own checks expect of an environment (:mod:`reframe_conventions`): ``openmp``
+  with ``extras['omp_flag']``, ``mpi``, wrappers calling the toolchain's compilers.
 
 Figures are keyed by toolchain through the environment's name (perflogs, the store).
 """
@@ -34,6 +36,7 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.common.names import check_name
+from sitebench.sites import reframe_conventions
 
 LANGUAGES = ("c", "cxx", "fortran")
 KEYS = ("name", *LANGUAGES, "mpi", "launcher")
@@ -376,12 +379,15 @@ def reframe_environments(toolchains, packages, env_vars=()):
     """ReFrame environments, one per toolchain (see the module's docstring)."""
     environs, firsts = [], set()
     for tc in toolchains:
-        features = ["sitebench", "openmp", "mpi", f"mpi_{tc.mpi_name}"]
+        # ReFrame's conventions (reframe_conventions.py): '+openmp' checks add omp_flag.
+        flag = reframe_conventions.omp_flag(tc.compilers)
+        features = ["sitebench"] + (["openmp"] if flag else []) + ["mpi", f"mpi_{tc.mpi_name}"]
         if tc.compiler_set not in firsts:
             firsts.add(tc.compiler_set)
             features.append(NO_MPI_CHECKS)
         bindir = mpi_bin(packages, tc.mpi_name)
         variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
+        variables += reframe_conventions.wrapper_variables(packages, tc.compilers, tc.mpi_name)
         environs.append(
             {
                 "name": tc.name,
@@ -390,7 +396,7 @@ def reframe_environments(toolchains, packages, env_vars=()):
                 "cxx": "mpicxx",
                 "ftn": "mpifort",
                 "env_vars": variables + [list(v) for v in env_vars],
-                "extras": tc.extras(),
+                "extras": {**tc.extras(), **({"omp_flag": flag} if flag else {})},
             }
         )
     return environs

@@ -1,0 +1,176 @@
+"""Every ReFrame configuration sitebench writes serves checks that are not sitebench's.
+
+ReFrame's conventions for an environment (src/sitebench/sites/reframe_conventions.py): the
+feature ``openmp`` with ``extras['omp_flag']``, ``mpi`` with ``cc`` building MPI programs,
+the MPI wrappers calling the toolchain's own compilers. The checks of
+tests/fixtures/tutorial-checks/ are written to ReFrame's tutorial conventions with plain
+``rfm.RegressionTest``: they run for real on the local site, and every other configuration
+(local-slurm, the emulated arm64 site, an onboarded site) loads, lists them in each of its
+environments and passes a dry run.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT
+from test_validate import make_sites_root
+
+from sitebench.services.slurm.config import Layout, plan, slurm_conf
+from sitebench.sites import reframe_conventions, toolchains
+
+CHECKS = FIXTURES / "tutorial-checks"
+NAMES = ("TutorialStreamTest", "TutorialMpiHelloTest")
+REFRAME = os.path.join(os.path.dirname(sys.executable), "reframe")
+
+
+def reframe(config, *args, tmp, env=None):
+    return subprocess.run(
+        [REFRAME, "-C", str(config), "-c", str(CHECKS), *args, "--prefix", str(tmp / "rfm")]
+        + ["--perflogdir", str(tmp / "perflogs")],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        env={**os.environ, **(env or {})},
+        timeout=600,
+    )
+
+
+def environments(config, env=None):
+    """The environments of a configuration file, loaded in a process of its own (loading
+    local-slurm's sets SLURM_CONF)."""
+    code = (
+        "import json, runpy, sys; c = runpy.run_path(sys.argv[1])['site_configuration'];"
+        "parts = [p for s in c['systems'] for p in s['partitions']];"
+        "print(json.dumps([c['environments'], parts]))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(config)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def configurations(tmp_path_factory):
+    """{name: (reframe.py, environment variables it needs)} of every kind sitebench writes."""
+    tmp = tmp_path_factory.mktemp("configs")
+    # local-slurm reads the shape of the started cluster; listing and dry runs need no daemon.
+    slurm_dir = tmp / "slurm"
+    slurm_dir.mkdir()
+    cluster = plan(1, "node", sorted(os.sched_getaffinity(0)), 1024, port=6817)
+    layout = Layout(slurm_dir)
+    layout.cluster_file.write_text(cluster.to_json())
+    # Its slurm.conf too: without one srun (ReFrame runs `srun --version`) spends 59 s
+    # looking for a configuration server in DNS.
+    layout.slurm_conf.parent.mkdir(parents=True)
+    layout.slurm_conf.write_text(slurm_conf(cluster, layout))
+    sites = make_sites_root(tmp / "sites")
+    return {
+        "local-slurm": (
+            ROOT / "site-configs/local-slurm/reframe.py",
+            {"SITEBENCH_SLURM_DIR": str(slurm_dir)},
+        ),
+        "arm64-neoverse-n1": (ROOT / "site-configs/arm64-neoverse-n1/reframe.py", {}),
+        "onboarded": (
+            sites / "site-configs/good/reframe.py",
+            {"SITEBENCH_SITES_ROOT": str(sites)},
+        ),
+    }
+
+
+def _assert_conventions(envs, partitions):
+    assert envs, "no environment"
+    for env in envs:
+        where = f"environment {env['name']}"
+        assert env.get("cc") and env.get("cxx") and env.get("ftn"), where
+        if "openmp" in env["features"]:
+            assert isinstance(env["extras"].get("omp_flag"), str), where
+        assert "mpi" in env["features"], where
+    assert any("openmp" in env["features"] for env in envs)
+    names = {env["name"] for env in envs}
+    for part in partitions:
+        assert set(part["environs"]) <= names
+
+
+def test_the_local_sites_environments_follow_reframes_conventions():
+    _assert_conventions(*environments(ROOT / "site-configs/local/reframe.py"))
+
+
+@pytest.mark.parametrize("name", ["local-slurm", "arm64-neoverse-n1", "onboarded"])
+def test_every_other_configuration_follows_them(configurations, name):
+    config, env = configurations[name]
+    _assert_conventions(*environments(config, env))
+
+
+def test_omp_flag_per_compiler_and_wrappers_calling_the_toolchains_compilers():
+    found, problems = toolchains.parse(
+        [
+            {"name": "gcc-openmpi", "c": "gcc", "mpi": "openmpi"},
+            {"name": "clang-mpich", "c": "llvm", "fortran": "gcc", "mpi": "mpich"},
+            {"name": "nv-openmpi", "c": "nvhpc", "mpi": "openmpi"},
+            {"name": "odd-openmpi", "c": "someccc", "mpi": "openmpi"},
+        ],
+        "f",
+    )
+    assert problems == []
+    compilers = {"c": "/opt/llvm/bin/clang", "cxx": "/opt/llvm/bin/clang++"}
+    packages = {
+        "gcc": {"externals": [{"spec": "gcc@12.2.0", "extra_attributes": {"compilers": {
+            "c": "/usr/bin/gcc", "cxx": "/usr/bin/g++", "fortran": "/usr/bin/gfortran"}}}]},
+        "llvm": {"externals": [{"spec": "llvm@15", "extra_attributes": {"compilers": compilers}}]},
+    }  # fmt: skip
+    gcc, clang, nv, odd = toolchains.reframe_environments(found, packages)
+    assert gcc["extras"]["omp_flag"] == "-fopenmp" and "openmp" in gcc["features"]
+    assert nv["extras"]["omp_flag"] == "-mp"
+    # A compiler whose flag is not known does not claim OpenMP.
+    assert "omp_flag" not in odd["extras"] and "openmp" not in odd["features"]
+    # mpicc of the Clang toolchain compiles with Clang, mpifort with GCC's gfortran.
+    assert ["MPICH_CC", "/opt/llvm/bin/clang"] in clang["env_vars"]
+    assert ["MPICH_CXX", "/opt/llvm/bin/clang++"] in clang["env_vars"]
+    assert ["MPICH_FC", "/usr/bin/gfortran"] in clang["env_vars"]
+    assert ["OMPI_CC", "/usr/bin/gcc"] in gcc["env_vars"]
+    assert reframe_conventions.compiler_executable(packages, "llvm@16", "c") is None
+
+
+def test_tutorial_checks_run_on_the_local_site(tmp_path):
+    report = tmp_path / "report.json"
+    proc = reframe(
+        ROOT / "site-configs/local/reframe.py", "-r", "--report-file", str(report), tmp=tmp_path
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    cases = [c for r in json.loads(report.read_text())["runs"] for c in r["testcases"]]
+    envs = {c["environ"] for c in cases}
+    assert {(c["name"].split()[0], c["environ"]) for c in cases} == {
+        (n, e) for n in NAMES for e in envs
+    }
+    assert envs == set(toolchains.for_reframe("local")[0])
+    assert all(c["result"] == "pass" for c in cases), out[-6000:]
+    for case in cases:
+        if case["name"].startswith("TutorialStreamTest"):
+            assert case["perfvalues"]  # copy_bw and triad_bw measured
+
+
+@pytest.mark.parametrize("name", ["local-slurm", "arm64-neoverse-n1", "onboarded"])
+def test_tutorial_checks_list_and_dry_run_on_every_other_configuration(
+    configurations, name, tmp_path
+):
+    config, env = configurations[name]
+    envs, _ = environments(config, env)
+    listed = reframe(config, "-l", tmp=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    for check in NAMES:
+        assert f"- {check}" in listed.stdout, listed.stdout
+    dry = reframe(config, "--dry-run", tmp=tmp_path, env=env)
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-6000:]
+    for check in NAMES:
+        for environ in (e["name"] for e in envs):
+            assert f"{check} /" in out and f"+{environ}" in out, out[-6000:]
+    assert "type error" not in out
