@@ -6,6 +6,7 @@ pulls and compares. Each asserts: the payload never ran (its marker is absent), 
 outside the results was read (a secret's text is nowhere), no honest run was lost, the
 refusal names its reason, and the honest runs around it arrived."""
 
+import json
 import os
 import shutil
 import subprocess
@@ -399,3 +400,77 @@ def _assert_secret_unread(world, output):
         for path in site.home.rglob("*"):
             if path.is_file() and not path.is_symlink():
                 assert secret.encode() not in path.read_bytes(), path
+
+
+# -- hostile content a site may publish in its own name: taken, and read defensively -------
+
+
+def _report(mutate):
+    def make(world):
+        doc = json.loads((TEMPLATE / "report.json").read_text())
+        return json.dumps(mutate(doc, world)).encode()
+
+    return make
+
+
+def _paths_to_secret(doc, world):
+    for case in doc["runs"][0]["testcases"]:
+        for key in ("outputdir", "stagedir", "filename", "prefix"):
+            case[key] = str(world.secret.parent)
+        case["job_stdout"] = str(world.secret)
+        case["job_stderr"] = "../../../../secret.txt"
+        case["build_stdout"] = str(world.secret)
+    return doc
+
+
+def _wrong_types(doc, world):
+    doc["runs"][0]["testcases"] = {"not": "a list"}
+    return doc
+
+
+def _wrong_perfvars(doc, world):
+    for case in doc["runs"][0]["testcases"]:
+        case["perfvars"] = "fast"
+        case["check_vars"] = ["x"]
+    return doc
+
+
+CONTENT = {
+    "report paths to the secret": {"report.json": _report(_paths_to_secret)},
+    "report of wrong types": {"report.json": _report(_wrong_types)},
+    "perfvars of wrong types": {"report.json": _report(_wrong_perfvars)},
+    "deeply nested report": {"report.json": lambda w: b"[" * 90_000 + b"]" * 90_000},
+    "report not JSON": {"report.json": lambda w: b"\xff\xfe{not json"},
+    "report a bare number": {"report.json": lambda w: b"1e999999"},
+    "provenance a list": {"provenance.json": lambda w: b"[1, 2, 3]"},
+    "perflog garbage": {
+        "perflogs/local/default/StreamCheck.log": lambda w: b"\x00|||" * 10_000 + b"\n"
+    },
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONTENT))
+def test_hostile_content_in_a_sites_own_run_is_read_defensively(world, name, tmp_path, capsys):
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    honest = alpha.new_run()
+    assert alpha.publish().published
+    clone = world.hostile_clone()
+    files = run_files(world)
+    for rel, make in CONTENT[name].items():
+        files[f"mallory/{RUN}/{rel}"] = ("100644", make(world))
+    write_tree(clone, files)
+    world.push_as(clone, "results: mallory: 1 run", key=mallory.key)
+    pulled = beta.pull()
+    assert pulled.refused == [] and ("mallory", [RUN]) in pulled.new
+    with beta.act():
+        codes = [
+            main(["compare", "alpha", "mallory"]),
+            main(["regressions", "mallory"]),
+            main(["compare", "alpha", f"alpha/{honest}"]),
+            main(["report", "--out", str(tmp_path / "report.html")]),
+        ]
+    out = capsys.readouterr()
+    assert all(code in (0, 1, 2) for code in codes), codes
+    assert "Traceback" not in out.err
+    assert not world.marker.exists()
+    _assert_secret_unread(world, out.out + out.err + (tmp_path / "report.html").read_text())
