@@ -8,7 +8,7 @@ like a figure row (partition, environ, check, params), so the two join.
 from dataclasses import dataclass
 from pathlib import Path
 
-from sitebench.results.rundirs import case_folder
+from sitebench.results.rundirs import case_folder, case_folder_problem
 
 
 @dataclass
@@ -23,6 +23,13 @@ class Case:
     ranks: int | None
     concrete_spec: str
     output: Path | None  # where the run kept the case's files (output/ or failed-stage/)
+    run_path: Path | None = None  # the run: read the case's files with results.runfiles
+    #: Why the folder its report names was not used (outside the run, a link), or None.
+    folder_problem: str | None = None
+
+    def file(self, name):
+        """The path of the case's file ``name`` inside its run, for ``results.runfiles``."""
+        return None if self.output is None else self.output.relative_to(self.run_path) / name
 
     @property
     def key(self):
@@ -34,6 +41,10 @@ def _int(value):
         return int(value)
     except (TypeError, ValueError):
         return None
+
+
+def _text(value):
+    return value if isinstance(value, str) else ""
 
 
 def _threads(case):
@@ -70,8 +81,10 @@ def cases_of_run(run):
                 result=case.get("result"),
                 threads=_threads(case),
                 ranks=_int(case.get("num_tasks")),
-                concrete_spec=case.get("concrete_spec") or "",
+                concrete_spec=_text(case.get("concrete_spec")),
                 output=case_folder(run.path, case),
+                run_path=run.path,
+                folder_problem=case_folder_problem(run.path, case),
             )
         )
     return found

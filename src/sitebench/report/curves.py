@@ -5,6 +5,7 @@ is in the case's ``rfm_job.out``, read with the same parser the checks use.
 """
 
 from sitebench.parsers import ParseError, osu
+from sitebench.results import runfiles
 
 #: The OSU checks and the figure each one's curve is.
 CHECKS = {"OsuLatencyCheck": "latency", "OsuBandwidthCheck": "bandwidth"}
@@ -23,13 +24,21 @@ CURVE_COLUMNS = [
 ]
 
 
-def curve_rows(case):
+def curve_rows(case, note=None):
     """Rows (size, value, unit, kind, mapping, transport, ...) of one OSU case's curve;
-    [] when its output is missing or does not parse (a failed run keeps no curve)."""
+    [] when its output is missing or does not parse (a failed run keeps no curve). The
+    output is read only as a plain file inside the run (:mod:`sitebench.results.runfiles`);
+    one that is not (a link, a FIFO, too large) is left out and ``note``d."""
     if case.check not in CHECKS or case.output is None:
         return []
     try:
-        result = osu.parse((case.output / "rfm_job.out").read_text(errors="replace"))
+        result = osu.parse(runfiles.read_text(case.run_path, case.file("rfm_job.out")))
+    except runfiles.MissingFile:
+        return []
+    except runfiles.UnsafeFile as err:
+        if note:
+            note(f"{err}; not read")
+        return []
     except (OSError, ParseError):
         return []
     params = dict(p.split("=", 1) for p in case.params.replace("%", "").split() if "=" in p)

@@ -20,16 +20,17 @@ import pandas as pd
 
 from sitebench.common import paths
 
-from sitebench.results import store
+from sitebench.results import runfiles, store
 from sitebench.results.figures import shown_problem
 from sitebench.common.errors import SitebenchError
 from sitebench.common.progress import progress_bar
-from sitebench.results.rundirs import BadRun, load_run, site_dirs
+from sitebench.results.rundirs import BadRun, links, load_run, site_dirs
 
 from .builds import hpl_build_label
 from .cases import cases_of_run
 from .curves import CURVE_COLUMNS, curve_rows
 
+SPECS = "provenance/specs.json"
 #: What every chart row carries of its run (besides site, run and arch), for tooltips.
 RUN_DETAILS = ["site_label", "date", "hostname", "emulated", "href"]
 CASE_KEYS = ["site", "run", "partition", "environ", "check", "params"]
@@ -60,6 +61,9 @@ def run_anchor(site, run):
 def _refresh(root, index, sites, note, progress):
     """Index the chosen sites; return those that could be read."""
     present = {p.name for p in site_dirs(root)}
+    for link in links(root):  # a linked site directory could point anywhere
+        if sites is None or link.name in sites:
+            note(f"{link.name}: a symbolic link, never followed")
     wanted = sorted(present) if sites is None else list(dict.fromkeys(sites))
     chosen = []
     for site in wanted:
@@ -99,42 +103,66 @@ def _when(stamp):
 
 
 def _case_details(root, runs, note, progress):
-    """Per case: fallback counts and HPL build; OSU curves. Read from each run's files."""
+    """Per case: fallback counts and HPL build; OSU curves. Read from each run's files;
+    a run that cannot be read (or whose report holds what no ReFrame writes) is noted and
+    left out, the others kept."""
     details, curves, unreadable = [], [], set()
     for site, run in progress_bar(list(zip(runs.site, runs.run)), "reading runs", progress):
-        path = Path(root, site, run)
         try:
-            loaded = load_run(path)
-        except BadRun as err:
-            note(f"{site}/{run}: {err}")
+            found, found_curves = _run_details(Path(root, site, run), note)
+        except Exception as err:  # one run's data, whatever it holds, never stops the report
+            why = str(err) if isinstance(err, BadRun) else f"{type(err).__name__}: {err}"
+            note(f"{site}/{run}: {why}")
             unreadable.add((site, run))
             continue
-        specs = path / "provenance" / "specs.json"
-        specs_text = specs.read_text(errors="replace") if specs.is_file() else None
-        for case in cases_of_run(loaded):
-            build = None
-            if case.check == "HplCheck":
-                build = hpl_build_label(case.concrete_spec, specs_text)
-            details.append(
-                {
-                    "site": site,
-                    "run": run,
-                    "partition": case.partition,
-                    "environ": case.environ,
-                    "check": case.check,
-                    "params": case.params,
-                    "case_threads": case.threads,
-                    "case_ranks": case.ranks,
-                    "build": build,
-                    "concrete_spec": case.concrete_spec,
-                }
-            )
-            curves.extend({"site": site, "run": run, **row} for row in curve_rows(case))
+        details += found
+        curves += found_curves
     return (
         pd.DataFrame(details, columns=DETAIL_COLUMNS),
         pd.DataFrame(curves, columns=CURVES),
         unreadable,
     )
+
+
+def _specs_text(path, note):
+    """The run's ``provenance/specs.json`` as text, None where absent or not a plain file."""
+    try:
+        return runfiles.read_text(path, SPECS)
+    except runfiles.MissingFile:
+        return None
+    except runfiles.UnsafeFile as err:
+        note(f"{path.parent.name}/{path.name}: {err}; not read")
+        return None
+
+
+def _run_details(path, note):
+    loaded = load_run(path)
+    site, run = loaded.site, loaded.name
+    specs_text = _specs_text(path, note)
+    details, curves = [], []
+    for case in cases_of_run(loaded):
+        if case.folder_problem:
+            note(f"{site}/{run}: {case.check} {case.params}: {case.folder_problem}")
+        build = None
+        if case.check == "HplCheck":
+            build = hpl_build_label(case.concrete_spec, specs_text)
+        details.append(
+            {
+                "site": site,
+                "run": run,
+                "partition": case.partition,
+                "environ": case.environ,
+                "check": case.check,
+                "params": case.params,
+                "case_threads": case.threads,
+                "case_ranks": case.ranks,
+                "build": build,
+                "concrete_spec": case.concrete_spec,
+            }
+        )
+        rows = curve_rows(case, lambda why: note(f"{site}/{run}: {why}"))
+        curves.extend({"site": site, "run": run, **row} for row in rows)
+    return details, curves
 
 
 def _count(*candidates):
@@ -205,12 +233,17 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     skipped = []
 
     def note(message):
-        message = message.removeprefix("skipped ")  # the store's wording; we say it once
+        message = store.one_line(message).removeprefix("skipped ")  # said once, one line
         if message not in skipped:
             skipped.append(message)
             warn(message)
 
     chosen = _refresh(root, index, sites, note, progress)
+    # Every run ever found changed after it was indexed, not only those found just now.
+    for site, run, _when, why in store.altered(chosen, store=index):
+        note(store.altered_message(site, run, why))
+    for _site, _run, why in store.flagged(chosen, store=index):
+        note(why)  # indexed with values of the wrong type as null: named every time
     con = store.connect(index, sites=chosen)
     runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
     figures, left_out = newest_problem(_query(con, "SELECT * FROM figures"))

@@ -69,8 +69,8 @@ def header(data, chart_count, stale_days=None):
     if data.skipped:
         items = "".join(f"<li><code>{escape(s)}</code></li>" for s in data.skipped)
         lines.append(
-            '<div id="sb-skipped"><p class="sb-note">Skipped, unreadable (nothing was '
-            f"changed in results/):</p><ul>{items}</ul></div>"
+            '<div id="sb-skipped"><p class="sb-note">Skipped, unreadable or altered '
+            f"(nothing was changed in results/):</p><ul>{items}</ul></div>"
         )
     return "\n".join(lines)
 

@@ -36,10 +36,12 @@ import math
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from sitebench.common import paths
 from sitebench.results import figures, store
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
@@ -106,6 +108,12 @@ class Side:
             side.since = _when(match["since"], spec)
             side.until = _when(match["until"], spec)
         runs = run_dirs(site, results_root)
+        site_dir = Path(results_root or paths.results_dir()) / site
+        if site_dir.is_symlink():
+            raise SitebenchError(
+                f"results/{site} is a symbolic link: runs are read from real directories only",
+                f"copy the site's runs into results/{site}/ (or pull them) instead of linking",
+            )
         if not runs:
             raise SitebenchError(
                 f"site {site!r} has no runs under results/",

@@ -111,12 +111,25 @@ def shown_problem(problem):
     return " ".join(f"{k}={'?' if v is None else v}" for k, v in values.items())
 
 
+def run_host(provenance, topology):
+    """The host fingerprint of a stored run: recorded in its provenance, else derived from
+    its topology (both as :func:`sitebench.results.rundirs.load_run` read them), else the
+    unknown host. The run's files are never opened here: that reader is the defensive one."""
+    recorded = host.of_run(provenance if isinstance(provenance, dict) else {}, None)
+    if recorded.get("id") != host.UNKNOWN:
+        return recorded
+    try:
+        return host.from_topology(topology) or recorded
+    except (TypeError, ValueError, ArithmeticError):
+        return recorded  # a topology of the wrong types says nothing of the host
+
+
 def rows_of_run(run, job_wall=False):
     started = run.report.get("session_info", {}).get("time_start")
     arch = (run.provenance or {}).get("cpu_arch")
     legacy_host = None
     if run.site in HOST_SITES:
-        legacy_host = host.of_run(run.provenance, getattr(run, "path", None))["id"]
+        legacy_host = run_host(run.provenance, getattr(run, "topology", None))["id"]
     # ReFrame re-runs failed cases in later 'runs' (--max-retries); keep the last word.
     latest = {}
     for attempt in run.report.get("runs", []):

@@ -30,12 +30,14 @@ the Parquet index, so years of nightly runs take no longer than a few.
 import difflib
 import json
 import math
+import sys
 
 import yaml
 
 from sitebench.results import store
 from sitebench.results.figures import shown_problem
-from sitebench.results.rundirs import run_dirs
+from sitebench.results import figures, runfiles
+from sitebench.results.rundirs import TOPOLOGY, run_dirs
 from sitebench.sites import host
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
@@ -121,12 +123,17 @@ def history(con, site, last, host_id=None):
     return runs, rows
 
 
+def _warn_stderr(message):
+    print(f"warning: {message}", file=sys.stderr)
+
+
 def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
     """The proposed references mapping, the notes on what was left out, and the runs used.
 
     Where the site's figures are per host, the mapping starts with ``$host``: the fingerprint
-    of the host of the runs used (none when that host is unknown)."""
-    con = store.open_store([site], root, warn)
+    of the host of the runs used (none when that host is unknown). Runs the store skips
+    (unreadable, hostile) are named through ``warn`` (default: on stderr)."""
+    con = store.open_store([site], root, warn or _warn_stderr)
     host_id = newest_host(con, site)
     runs, rows = history(con, site, last, host_id)
     if len(runs) < MIN_RUNS:
@@ -163,7 +170,11 @@ def run_host(con, site, run, root=None):
         "SELECT provenance FROM runs WHERE site = ? AND run = ?", [site, run]
     ).fetchone()
     path = next((p for p in run_dirs(site, root) if p.name == run), None)
-    return host.of_run(json.loads(prov or "{}"), path)
+    try:  # read as the store reads it: never through a link, never outside the run
+        topology = runfiles.read_json(path, TOPOLOGY) if path else None
+    except runfiles.UnsafeFile:
+        topology = None
+    return figures.run_host(json.loads(prov or "{}"), topology)
 
 
 def _index_keys(check, keys, toolchains):

@@ -11,6 +11,7 @@ and the rename refuses to replace an existing (non-empty) run. A writer that fai
 a run, reported by :func:`leftovers` (and :func:`load_runs`), kept for inspection.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -19,15 +20,17 @@ import shutil
 import socket
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
+from sitebench.results import runfiles
 
 REPORT = "report.json"
 PROVENANCE = "provenance/provenance.json"
+TOPOLOGY = "provenance/topology.json"
 INCOMING = ".incoming-"
 #: In a run being assembled: who assembles it (host, pid, process start), so that one left
 #: by a killed writer is told apart from one still being written (:func:`leftovers`).
@@ -231,9 +234,13 @@ def report_cases(report_path):
 
 def case_path(case):
     """A case's folder inside a run: ``output/<system>/<partition>/<environ>/<test>``
-    (ReFrame's ``outputdir`` is absolute at run time; its last four parts name it)."""
-    parts = Path(case.get("outputdir") or "").parts
-    return Path("output", *parts[-4:]) if len(parts) >= 4 else None
+    (ReFrame's ``outputdir`` is absolute at run time; its last four parts name it). None
+    where they are not four plain names (a report from elsewhere may say anything)."""
+    outputdir = case.get("outputdir")
+    parts = Path(outputdir).parts[-4:] if isinstance(outputdir, str) else ()
+    if len(parts) < 4 or any(p in ("/", ".", "..") for p in parts):
+        return None
+    return Path("output", *parts)
 
 
 def _copy_small_files(stage, dest):
@@ -270,16 +277,39 @@ def keep_case_files(report_path, run_path):
 def case_folder(run_path, case):
     """Where a stored run keeps a case's files, or None. The one reader of case files:
     its folder (:func:`case_path`), or, in a run stored before the single layout, the
-    failed case's stage under ``failed-stage/``."""
+    failed case's stage under ``failed-stage/``. Only a real directory inside the run is
+    returned (no step a symbolic link): read its files with :mod:`.runfiles`."""
     where = case_path(case)
-    folder = Path(run_path) / where if where else None
-    if folder is not None and folder.is_dir() and any(folder.iterdir()):
-        return folder
-    stage = Path(case.get("stagedir") or "").name
-    legacy = Path(run_path, LEGACY_FAILED_STAGE, stage) if stage else None
-    if case.get("result") == "fail" and legacy is not None and legacy.is_dir():
-        return legacy
-    return folder if folder is not None and folder.is_dir() else None
+    inside = where is not None and runfiles.is_dir(run_path, where)
+    if inside and any((Path(run_path) / where).iterdir()):
+        return Path(run_path) / where
+    stagedir = case.get("stagedir")
+    stage = Path(stagedir).name if isinstance(stagedir, str) else ""
+    legacy = Path(LEGACY_FAILED_STAGE, stage) if stage not in ("", ".", "..") else None
+    if case.get("result") == "fail" and legacy and runfiles.is_dir(run_path, legacy):
+        return Path(run_path) / legacy
+    return Path(run_path) / where if inside else None
+
+
+def case_folder_problem(run_path, case):
+    """Why the folder a case's report entry names is not read (it leaves the run, a step of
+    it is a link or no directory), or None when it is fine or simply absent."""
+    outputdir = case.get("outputdir")
+    where = case_path(case)
+    if where is None:
+        leaves = not isinstance(outputdir, str) or ".." in Path(outputdir).parts
+        if outputdir is not None and leaves:
+            return (
+                f"its outputdir {str(outputdir)[:200]!r} is not a folder inside the run; ignored"
+            )
+        return None
+    try:
+        runfiles.check_dir(run_path, where)
+    except runfiles.MissingFile:
+        return None
+    except runfiles.UnsafeFile as err:
+        return f"{err}; not read"
+    return None
 
 
 @dataclass
@@ -289,37 +319,83 @@ class Run:
     path: Path
     report: dict
     provenance: dict
+    #: ``provenance/topology.json`` where the run has one (runs before host fingerprints).
+    topology: dict | None = None
+    #: sha256 of each file read, by its path in the run: what the store's index was made of.
+    digests: dict = field(default_factory=dict)
 
 
 class BadRun(Exception):
     """A run directory that cannot be read; the message says why."""
 
 
+#: The files the store's index is made of (:func:`load_run` reads these and no other).
+INDEXED_FILES = (REPORT, PROVENANCE, TOPOLOGY)
+
+
+def _read_json(path, relative, limit, digests):
+    data = runfiles.read_bytes(path, relative, limit)
+    digests[relative] = hashlib.sha256(data).hexdigest()
+    try:
+        return json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise BadRun(f"{path}/{relative} is not UTF-8 text ({err.reason})") from None
+    except json.JSONDecodeError as err:
+        raise BadRun(f"{path}/{relative} is not valid JSON ({err})") from None
+    except RecursionError:
+        raise BadRun(f"{path}/{relative} is nested too deeply to be read") from None
+
+
 def load_run(path):
-    path = Path(path)
+    """A stored run's report, provenance and topology, read defensively
+    (:mod:`sitebench.results.runfiles`); BadRun says why a run cannot be read."""
+    path, digests = Path(path), {}
     try:
-        report = json.loads((path / REPORT).read_text())
-    except FileNotFoundError:
+        report = _read_json(path, REPORT, runfiles.report_cap(), digests)
+    except runfiles.MissingFile:
         raise BadRun(f"{path}: no {REPORT} (partial or foreign directory)") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise BadRun(f"{path}/{REPORT} is not valid JSON ({err})") from None
-    if not isinstance(report, dict) or "runs" not in report:
-        raise BadRun(f"{path}/{REPORT} is not a ReFrame run report (no 'runs')")
+    except runfiles.UnsafeFile as err:
+        raise BadRun(f"{path}: {err}; not read") from None
+    if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
+        raise BadRun(f"{path}/{REPORT} is not a ReFrame run report (no list 'runs')")
     try:
-        provenance = json.loads((path / PROVENANCE).read_text())
-    except (FileNotFoundError, json.JSONDecodeError, UnicodeDecodeError) as err:
+        provenance = _read_json(path, PROVENANCE, None, digests)
+    except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: missing or unreadable {PROVENANCE} ({err})") from None
+    if not isinstance(provenance, dict):
+        raise BadRun(f"{path}/{PROVENANCE} is not a JSON object")
+    try:
+        topology = _read_json(path, TOPOLOGY, None, digests)
+    except runfiles.MissingFile:
+        topology = None
+    except runfiles.UnsafeFile as err:
+        raise BadRun(f"{path}: {err}; not read") from None
     return Run(
-        site=path.parent.name, name=path.name, path=path, report=report, provenance=provenance
+        site=path.parent.name,
+        name=path.name,
+        path=path,
+        report=report,
+        provenance=provenance,
+        topology=topology if isinstance(topology, dict) else None,
+        digests=digests,
     )
+
+
+def _real_dirs(folder):
+    """The real (not linked), visible directories of ``folder``, sorted."""
+    found = []
+    for entry in os.scandir(folder):
+        if not entry.name.startswith(".") and entry.is_dir(follow_symlinks=False):
+            found.append(Path(folder) / entry.name)
+    return sorted(found)
 
 
 def run_dirs(site, root=None):
     """The committed runs of a site, oldest first (names sort by time)."""
     site_dir = Path(root or paths.results_dir()) / check_name("site", site)
-    if not site_dir.is_dir():
-        return []
-    return sorted(p for p in site_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if site_dir.is_symlink() or not site_dir.is_dir():
+        return []  # a linked site directory is never read (site_links names it)
+    return _real_dirs(site_dir)
 
 
 def load_runs(site, root=None, warn=None):
@@ -341,4 +417,17 @@ def site_dirs(root=None):
     root = Path(root or paths.results_dir())
     if not root.is_dir():
         return []
-    return sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return _real_dirs(root)
+
+
+def links(folder):
+    """The visible symbolic links of a results or site directory: never read as sites or
+    runs (one could point anywhere), named so that a reader can say so."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return [folder] if folder.is_symlink() else []
+    return sorted(
+        Path(folder) / e.name
+        for e in os.scandir(folder)
+        if not e.name.startswith(".") and e.is_symlink()
+    )

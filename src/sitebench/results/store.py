@@ -4,15 +4,22 @@
 lives in ``.sitebench/results/store/<hash of its path>/<site>/`` (or ``$SITEBENCH_STORE_DIR``):
 Parquet segments of figure rows (the columns of :mod:`sitebench.results.figures`), Parquet segments
 of run rows (one per run: its times, CPU, host, where it came from, its provenance), and
-``runs.json``, the runs already indexed. A stored run never changes, so a refresh reads only
-the runs that are new since the last one and writes them as one new segment (atomically: a
-temporary name, then a rename); segments are merged when there are more than
-``MAX_SEGMENTS``. A run that disappeared from ``results/`` makes its site's index be rebuilt.
-Unreadable runs are reported and skipped (and tried again at the next refresh).
+``runs.json``, the runs already indexed with what each was made of (size, mtime, ctime and
+inode of each file read, and its SHA-256). A stored run should never change, so a refresh
+reads only the runs that are new since the last one and writes them as one new segment
+(atomically: a temporary name, then a rename); segments are merged when there are more than
+``MAX_SEGMENTS``. It checks that the others did not change all the same (an ``lstat`` per
+file read; the hash where a stat differs): a run that changed is indexed anew, named, and
+kept in ``altered.json`` (:func:`altered`); a run that disappeared from ``results/`` leaves
+the index (the segments that held either are dropped, their other runs read again).
+Runs are read defensively (:mod:`sitebench.results.runfiles`): a run that cannot be read, or
+whose content is not what ReFrame writes, is reported on one line and skipped (and tried
+again at the next refresh), never the others.
 """
 
 import hashlib
 import json
+import math
 import os
 import shutil
 from pathlib import Path
@@ -27,11 +34,24 @@ from sitebench.results import figures
 from sitebench.common import paths
 from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
-from sitebench.results.rundirs import BadRun, leftovers, load_run, run_dirs, site_dirs
+from sitebench.common.errors import SitebenchError
+from sitebench.results import runfiles
+from sitebench.results.rundirs import (
+    INDEXED_FILES,
+    BadRun,
+    leftovers,
+    links,
+    load_run,
+    run_dirs,
+    site_dirs,
+)
 
 MAX_SEGMENTS = 8
 #: The index's layout: a new version (new columns) makes a new index, read from results/ anew.
-SCHEMA_VERSION = 2
+#: 3: runs.json keeps what each run's index was made of (stats and hashes of its files).
+SCHEMA_VERSION = 3
+#: A site's list of runs found changed after they were indexed (:func:`altered`).
+ALTERED = "altered.json"
 _TIME = pa.timestamp("s", tz="UTC")
 FIGURES = pa.schema(
     [
@@ -87,6 +107,8 @@ def store_dir(results_root=None):
 
 def _time(text):
     """ReFrame's "20261122T153115+0000" or ISO 8601; NaT if neither."""
+    if not isinstance(text, str):
+        return pd.NaT
     for fmt in ("%Y%m%dT%H%M%S%z", None):
         stamp = pd.to_datetime(text, format=fmt, utc=True, errors="coerce")
         if not pd.isna(stamp):
@@ -106,13 +128,17 @@ def _figure_table(rows):
 
 
 def _run_row(run):
-    info = run.report.get("session_info", {})
-    prov = run.provenance or {}
+    info = run.report.get("session_info") or {}
+    prov = run.provenance
     return {
         "site": run.site,
         "run": run.name,
-        "started": _time(info.get("time_start") or prov.get("started")),
-        "finished": _time(info.get("time_end") or prov.get("finished")),
+        "started": (
+            _time(info.get("time_start")) if info.get("time_start") else _time(prov.get("started"))
+        ),
+        "finished": (
+            _time(info.get("time_end")) if info.get("time_end") else _time(prov.get("finished"))
+        ),
         "arch": prov.get("cpu_arch"),
         "hostname": (prov.get("host") or {}).get("hostname") or info.get("hostname"),
         "source": prov.get("source", "sitebench"),
@@ -123,73 +149,307 @@ def _run_row(run):
     }
 
 
+def _text(value):
+    # A lone surrogate (JSON allows "\ud800") cannot be written as UTF-8: replaced.
+    return value.encode("utf-8", "replace").decode("utf-8") if isinstance(value, str) else None
+
+
+def _number(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        value = float(value)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _whole(value):
+    ok = isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**63
+    return value if ok else None
+
+
+_CLEAN = {pa.string(): _text, pa.float64(): _number, pa.int64(): _whole}
+
+
+def clean(row, schema, wrong=None):
+    """``row`` with every value of the type its column holds, or None: a report from
+    elsewhere may put a list where a number belongs, and one bad value must not fail the
+    segment of every run indexed with it. Each value so dropped is added to ``wrong``."""
+    out = {}
+    for f in schema:
+        value = row.get(f.name)
+        if f.type == _TIME:
+            kept = value if isinstance(value, (str, pd.Timestamp)) else None
+        elif f.type == pa.bool_():
+            kept = bool(value)
+        else:
+            kept = _CLEAN.get(f.type, _text)(value)
+        if kept is None and value is not None and value is not pd.NaT and wrong is not None:
+            wrong.append((f.name, row, value))
+        out[f.name] = kept
+    return out
+
+
+def _wrong_note(wrong):
+    """'3 values of the wrong type stored as null (first: value of StreamCheck Copy: 'x')'."""
+    column, row, value = wrong[0]
+    where = f"{row.get('check')} {row.get('figure')}" if "figure" in row else "the run"
+    return (
+        f"{len(wrong)} value(s) of the wrong type stored as null (first: {column} of "
+        f"{str(where)[:80]}: {repr(value)[:60]})"
+    )
+
+
 def _write_atomic(table, path):
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp, compression="zstd")
     tmp.replace(path)
 
 
+def one_line(message):
+    """A warning on one line, whatever a run's name or file put in it."""
+    text = " ".join(str(message).split())
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+def _signature(path):
+    """What the index of a run was made of: per file it read, (size, mtime_ns, ctime_ns,
+    inode) or None where the file is absent, "unsafe: why" where it is not a plain file."""
+    found = {}
+    for relative, st in runfiles.stats(path, INDEXED_FILES).items():
+        if isinstance(st, os.stat_result):
+            found[relative] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+        else:
+            found[relative] = st
+    return found
+
+
+def _digest(path, relative):
+    try:
+        data = runfiles.read_bytes(path, relative, runfiles.report_cap())
+    except runfiles.UnsafeFile:
+        return None
+    return hashlib.sha256(data).hexdigest()
+
+
+def _change(path, indexed):
+    """(why the run's files differ from what was indexed, or None; the signature now).
+
+    Cheap when nothing changed: one ``lstat`` per file read. A changed stat (a copy, a
+    ``touch``, a ``chmod``) is checked against the content's hash, so only a change of
+    content is reported."""
+    now = _signature(path)
+    stats = {rel: e[:4] if isinstance(e, list) else e for rel, e in indexed.items()}
+    if now == stats:
+        return None, indexed
+    changed = []
+    for relative in INDEXED_FILES:
+        before, after = indexed.get(relative), now.get(relative)
+        if isinstance(after, list):
+            digest = _digest(path, relative)
+            now[relative] = [*after, digest]
+            if not isinstance(before, list):
+                changed.append(f"{relative} appeared")
+            elif digest != before[4]:
+                changed.append(f"{relative} changed")
+        elif after != before:
+            changed.append(f"{relative} {'removed' if after is None else after}")
+    return "; ".join(changed) or None, now
+
+
+def _read_known(known_file):
+    """(runs indexed: {run: signature}, notes: {run: what was wrong in it}); (None, {})
+    where the list is missing or not of this layout."""
+    try:
+        known = json.loads(known_file.read_text())
+    except (OSError, ValueError):
+        return None, {}
+    if not isinstance(known, dict) or not isinstance(known.get("runs"), dict):
+        return None, {}
+    return known["runs"], known.get("notes") or {}
+
+
+def _write_json(path, data):
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data, sort_keys=True))
+    tmp.replace(path)
+
+
+def _index_run(path, say):
+    """(figure rows, run row, signature) of one run; raises on anything it cannot read."""
+    before = _signature(path)
+    run, wrong = load_run(path), []
+    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    run_row = clean(_run_row(run), RUNS, wrong)
+    note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
+    if note:
+        say(note)
+    signature = {
+        rel: [*st, run.digests.get(rel)] if isinstance(st, list) else st
+        for rel, st in before.items()
+    }
+    return rows, run_row, signature, note
+
+
+def _why(err):
+    if isinstance(err, BadRun):
+        return str(err)
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
 def refresh(site, results_root=None, store=None, warn=None, progress=None):
-    """Bring ``site``'s index up to date with its runs; return the number of new runs."""
+    """Bring ``site``'s index up to date with its runs; return the number of runs indexed.
+
+    A run whose files changed since it was indexed is indexed anew and reported (``warn``)
+    as altered, and kept in the site's list of altered runs (:func:`altered`). Any error
+    reading one run skips that run with a one-line warning, never the others."""
     base = Path(store or store_dir(results_root)) / site
-    if warn:
-        # Half-assembled runs of a killed or failed writer: never indexed, never removed.
-        for path, why in leftovers(site, results_root):
-            warn(f"{path} is not a run ({why}); remove it once inspected")
+    say = (lambda message: warn(one_line(message))) if warn else (lambda message: None)
+    # Half-assembled runs of a killed or failed writer: never indexed, never removed.
+    for path, why in leftovers(site, results_root):
+        say(f"{path} is not a run ({why}); remove it once inspected")
+    site_dir = Path(results_root or paths.results_dir()) / site
+    for link in links(site_dir):
+        what = site if link == site_dir else f"{site}/{link.name}"
+        say(
+            f"skipped {what}: a symbolic link, never followed (runs are read from real "
+            "directories only)"
+        )
     known_file = base / "runs.json"
-    known = set(json.loads(known_file.read_text())) if known_file.is_file() else set()
-    on_disk = run_dirs(site, results_root)
-    if known - {p.name for p in on_disk}:
-        # A run was removed from results/: the index must not keep its figures.
-        shutil.rmtree(base)
-        known = set()
+    known, notes = _read_known(known_file)
+    if known is None and base.exists():
+        shutil.rmtree(base)  # an index of another layout, or a damaged list: made anew
+    known = known or {}
+    on_disk = {p.name: p for p in run_dirs(site, results_root)}
+    stale = set(known) - set(on_disk)  # removed from results/: its figures must go
+    restated = False
+    for name in sorted(set(known) & set(on_disk)):
+        why, now = _change(on_disk[name], known[name])
+        if why:
+            stale.add(name)
+            say(altered_message(site, name, why))
+            _note_altered(base, name, why)
+        elif now is not known[name]:
+            known[name], restated = now, True  # same content, new stat (a copy): kept
     base.mkdir(parents=True, exist_ok=True)
-    _drop_unlisted_segments(base, known)
-    new = [p for p in on_disk if p.name not in known]
-    figure_rows, run_rows, added = [], [], []
+    listed = len(known)
+    known = _drop_segments(base, known, stale)
+    restated = restated or len(known) != listed
+    new = [p for name, p in sorted(on_disk.items()) if name not in known]
+    figure_rows, run_rows, added = [], [], {}
     for path in progress_bar(new, f"indexing {site}", progress):
         try:
-            run = load_run(path)
-        except BadRun as err:
-            if warn:
-                warn(f"skipped {site}/{path.name}: {err}")
+            rows, run_row, signature, note = _index_run(path, say)
+        except SitebenchError:
+            raise  # a setting to fix (a bad cap), not this run
+        except Exception as err:  # one run's data, whatever it holds, never stops the others
+            say(f"skipped {site}/{path.name}: {_why(err)}")
             continue
-        figure_rows.extend(figures.rows_of_run(run, job_wall=True))
-        run_rows.append(_run_row(run))
-        added.append(path.name)
-    if not added:
-        return 0
+        figure_rows.extend(rows)
+        run_rows.append(run_row)
+        added[path.name] = signature
+        notes.pop(path.name, None)
+        if note:
+            notes[path.name] = one_line(note)
+    if added:
+        _write_segment(base, figure_rows, run_rows)
+    # The runs list follows the segments: after a crash between them, the next refresh
+    # drops the segments of runs not in the list and reads those runs again.
+    if added or restated or not known_file.exists():
+        indexed = {**known, **added}
+        notes = {run: why for run, why in notes.items() if run in indexed}
+        _write_json(known_file, {"runs": indexed, "notes": notes})
+    if len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
+        compact(base)
+    return len(added)
+
+
+def _write_segment(base, figure_rows, run_rows):
     number = _next_segment(base)
     runs_table = pa.Table.from_pandas(
         pd.DataFrame(run_rows, columns=RUNS.names), schema=RUNS, preserve_index=False
     )
     _write_atomic(_figure_table(figure_rows), base / f"fig-{number:06d}.parquet")
     _write_atomic(runs_table, base / f"run-{number:06d}.parquet")
-    # The runs list follows the segments: after a crash between them, the next refresh
-    # drops the segments of runs not in the list and reads those runs again.
-    tmp = known_file.with_name(".runs.json.tmp")
-    tmp.write_text(json.dumps(sorted(known | set(added))))
-    tmp.replace(known_file)
-    if number + 1 > MAX_SEGMENTS and len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
-        compact(base)
-    return len(added)
 
 
-def _drop_unlisted_segments(base, known):
+def _drop_segments(base, known, stale):
+    """Drop the segments holding a stale run or a run not in ``known`` (a crash between a
+    segment and the list); return ``known`` less the runs no segment holds any more."""
+    kept = set()
     for runs_file in base.glob("run-*.parquet"):
-        if not set(pq.read_table(runs_file, columns=["run"])["run"].to_pylist()) <= known:
-            runs_file.with_name(runs_file.name.replace("run-", "fig-", 1)).unlink(True)
-            runs_file.unlink()
+        runs = set(pq.read_table(runs_file, columns=["run"])["run"].to_pylist())
+        if runs <= set(known) - stale:
+            kept |= runs
+            continue
+        runs_file.with_name(runs_file.name.replace("run-", "fig-", 1)).unlink(True)
+        runs_file.unlink()
     for path in base.glob(".*.tmp"):
         path.unlink()
+    return {name: sig for name, sig in known.items() if name in kept}
+
+
+def _note_altered(base, run, why):
+    base.mkdir(parents=True, exist_ok=True)
+    path = base / ALTERED
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        found = []
+    when = pd.Timestamp.now(tz="UTC").strftime("%Y-%m-%dT%H:%M:%SZ")
+    _write_json(path, [*found, {"run": run, "detected": when, "why": why}])
+
+
+def flagged(sites=None, results_root=None, store=None):
+    """[(site, run, what was wrong)] of the runs indexed with values of the wrong type left
+    out (stored as null): a report from elsewhere that no ReFrame wrote as it is."""
+    root = Path(store or store_dir(results_root))
+    found = []
+    for site in _index_sites(root, sites):
+        _runs, notes = _read_known(root / site / "runs.json")
+        found += [(site, run, why) for run, why in sorted(notes.items())]
+    return found
+
+
+def _index_sites(root, sites):
+    if sites is not None:
+        return sorted(sites)
+    return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+
+def altered_message(site, run, why):
+    """The one line that names an altered run, on stderr and in the report."""
+    return one_line(
+        f"{site}/{run} changed after it was indexed ({why}): indexed anew; runs are never "
+        "modified, find out who changed it"
+    )
+
+
+def altered(sites=None, results_root=None, store=None):
+    """[(site, run, when detected, why)] of every run found changed after it was indexed
+    (oldest first): runs are never modified, so each is one to look into."""
+    root = Path(store or store_dir(results_root))
+    found = []
+    for site in _index_sites(root, sites):
+        try:
+            entries = json.loads((root / site / ALTERED).read_text())
+        except (OSError, ValueError):
+            continue
+        found += [(site, e["run"], e["detected"], e["why"]) for e in entries]
+    return sorted(found, key=lambda item: item[2])
 
 
 def refresh_all(results_root=None, store=None, warn=None, progress=None):
     """Refresh every site of ``results_root``; return {site: new runs}."""
-    return {
+    counts = {
         site.name: refresh(site.name, results_root, store, warn, progress)
         for site in site_dirs(results_root)
     }
+    for link in links(results_root or paths.results_dir()):
+        if warn:
+            warn(one_line(f"skipped {link.name}: a symbolic link, never followed"))
+    return counts
 
 
 def _next_segment(base):
