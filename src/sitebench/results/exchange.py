@@ -271,17 +271,28 @@ class Exchange:
         return "new"
 
     def _write_files(self, tmp, files):
-        for rel, mode, blob in files:
+        """Each verified blob written as a new regular file (never through a link), all
+        read from one ``git cat-file --batch``."""
+        stdin = "".join(f"{blob}\n" for _, _, blob in files).encode()
+        out = subprocess.run(
+            ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
+            input=stdin,
+            capture_output=True,
+            check=True,
+        ).stdout
+        at = 0
+        for rel, _, blob in files:
+            header_end = out.index(b"\n", at)
+            sha, kind, size = out[at:header_end].decode().split()
+            if sha != blob or kind != "blob":
+                raise SitebenchError(f"git returned {kind} {sha} for {blob}", "pull again")
+            data = out[header_end + 1 : header_end + 1 + int(size)]
+            at = header_end + 2 + int(size)
             target = tmp / rel
             target.parent.mkdir(parents=True, exist_ok=True)
-            data = subprocess.run(
-                ["git", "--git-dir", str(self.git_dir), "cat-file", "blob", blob],
-                capture_output=True,
-                check=True,
-            ).stdout
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
 
     # -- publishing -----------------------------------------------------------------------
 
