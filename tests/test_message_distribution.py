@@ -7,7 +7,8 @@ import re
 import pytest
 
 from conftest import FIXTURES
-from sitebench.parsers import ParseError, ompi_monitoring
+from sitebench.parsers import ParseError, ompi_monitoring, osu
+from sitebench.run import channels
 
 MON = FIXTURES / "ompi-monitoring"
 
@@ -129,3 +130,67 @@ def test_files_of_another_run_are_refused(tmp_path):
     (tmp_path / "rank.1.prof").rename(tmp_path / "rank.0.prof")
     with pytest.raises(ParseError, match="holds rank 1's traffic"):
         ompi_monitoring.read_run(tmp_path, expected=2)
+
+
+def bindings_of(folder, **edits):
+    text = (MON / folder / "stderr").read_text()
+    for old, new in edits.items():
+        text = text.replace(old.replace("_", " "), new)
+    return osu.bindings(text)
+
+
+def test_one_socket_run_is_all_intra_socket():
+    """Here (one socket, one node) every message between ranks stays in the socket."""
+    run = ompi_monitoring.read_run(MON / "npb-cg.S", expected=2)
+    dist = channels.distribution(run, bindings_of("npb-cg.S"), sockets_per_node=1)
+    sock, itself = dist.channels["socket"], dist.channels["self"]
+    assert (sock.app_messages, sock.app_bytes) == (2 * 1264, 2 * 2336512)
+    assert (sock.internal_messages, sock.internal_bytes) == (4, 12)
+    assert (itself.app_messages, itself.app_bytes) == (2 * 416, 2 * 2329600)
+    assert dist.channels["node"].messages == dist.channels["network"].messages == 0
+    assert dist.share("socket") == dist.share("socket", "bytes") == 100.0
+    figs = channels.figures(dist)
+    assert figs["messages_share_socket"] == (100.0, "%")
+    assert figs["messages_share_network"] == (0.0, "%")
+    assert figs["app_messages_network"] == (0, "msgs")
+    # 2 x 416 messages of 5600 B each rank to the other, counted in [4, 8) KiB.
+    assert figs["count_socket_4096B"] == (2 * 416, "msgs")
+    assert figs["count_self_4096B"] == (2 * 416, "msgs")
+    assert sum(v for k, (v, _) in figs.items() if k.startswith("count_socket_")) == 2 * 1266
+
+
+def test_other_node_and_other_socket_are_their_channels():
+    """The same files with rank 1 reported on another host, then on socket 1 of the node."""
+    run = ompi_monitoring.read_run(MON / "npb-lu.S", expected=2)
+    two_nodes = bindings_of("npb-lu.S")
+    two_nodes[1] = osu.Binding(1, "node2", two_nodes[1].places)
+    dist = channels.distribution(run, two_nodes, sockets_per_node=1)
+    assert dist.channels["socket"].messages == 0
+    assert dist.channels["network"].messages == 564 + 22 + 567 + 12
+    assert dist.share("network", "bytes") == 100.0
+    two_sockets = bindings_of("npb-lu.S", **{"socket_0[core_1": "socket 1[core 1"})
+    dist = channels.distribution(run, two_sockets, sockets_per_node=2)
+    assert dist.channels["node"].bytes == 826080 + 324 + 826496 + 240
+    assert dist.channels["network"].messages == dist.channels["socket"].messages == 0
+
+
+def test_unknown_placement_is_said():
+    run = ompi_monitoring.read_run(MON / "npb-mg.S", expected=2)
+    unbound = osu.bindings(
+        "[vm:1] MCW rank 0 is not bound (or bound to all available processors)\n"
+        "[vm:2] MCW rank 1 is not bound (or bound to all available processors)\n"
+    )
+    # One socket per node: a rank bound nowhere still shares the socket.
+    assert channels.distribution(run, unbound, sockets_per_node=1).share("socket") == 100.0
+    with pytest.raises(channels.PlacementError, match=r"ranks \[0, 1\] on vm are bound to no"):
+        channels.distribution(run, unbound, sockets_per_node=2)
+    with pytest.raises(channels.PlacementError, match=r"ranks \[1\] are not in mpirun"):
+        channels.distribution(run, {0: unbound[0]}, sockets_per_node=1)
+
+
+def test_a_run_with_a_dead_rank_is_a_marked_lower_bound():
+    """msgs-segv: rank 1 died before MPI_Finalize; rank 0's traffic is all there is."""
+    run = ompi_monitoring.read_run(MON / "msgs-segv", expected=2)
+    dist = channels.distribution(run, bindings_of("msgs-segv"), sockets_per_node=1)
+    assert dist.missing == (1,)
+    assert dist.channels["socket"].messages == 18 + 1
