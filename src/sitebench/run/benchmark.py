@@ -10,6 +10,7 @@ from reframe.core.builtins import parameter, run_after, run_before, variable
 from reframe.core.exceptions import PerformanceError, ReferenceParseError, SanityError
 
 from sitebench.sites import host
+from sitebench.run import disturbance
 from sitebench.run.energy import EnergyError
 from sitebench.run.energy.config import power_config
 from sitebench.parsers import slurm
@@ -105,6 +106,18 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #:
     #: :type: :class:`str`
     power_source = variable(str, value="", loggable=True)
+
+    #: CPU other work took while the benchmark ran, in cores (sitebench/run/disturbance.py);
+    #: -1 where not measured (jobs not started by ReFrame's local scheduler).
+    #:
+    #: :type: :class:`float`
+    foreign_cores = variable(float, value=-1.0, loggable=True)
+
+    #: Whether other work took more than ``disturbance.DISTURBED_SHARE`` of the machine's
+    #: CPUs while the benchmark ran: its figures are not this machine's alone.
+    #:
+    #: :type: :class:`bool`
+    disturbed = variable(bool, value=False, loggable=True)
 
     #: Whether the benchmark runs MPI: it then runs in every toolchain of the site (one
     #: ReFrame environment each); one that does not (STREAM, PARSEC, sysbench) runs once
@@ -210,9 +223,38 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         # `sitebench perf harness` sets against the whole run's (the harness overhead).
         if self._power:
             self.sample_power()
+        if self.measures_disturbance():
+            # Outside the launch timer, which the harness's overhead figure reads.
+            self.prerun_cmds = self.prerun_cmds + [disturbance.SNAPSHOT] + LAUNCH_TIMER[0]
+            after = LAUNCH_TIMER[1][:2] + [disturbance.SNAPSHOT] + LAUNCH_TIMER[1][2:]
+            self.postrun_cmds = after + self.postrun_cmds
+            self.keep_files = self.keep_files + [LAUNCH_FILE, disturbance.CPU_FILE]
+            return
         self.prerun_cmds = self.prerun_cmds + LAUNCH_TIMER[0]
         self.postrun_cmds = LAUNCH_TIMER[1] + self.postrun_cmds
         self.keep_files = self.keep_files + [LAUNCH_FILE]
+
+    def measures_disturbance(self):
+        # The job's session is the benchmark's only where ReFrame starts it on this machine.
+        return self.current_partition.scheduler.registered_name == "local"
+
+    @run_before("performance", always_last=True)
+    def judge_disturbance(self):
+        if not self.measures_disturbance() or self.is_dry_run():
+            return
+        try:
+            with open(os.path.join(self.stagedir, disturbance.CPU_FILE)) as fp:
+                share = disturbance.parse(fp.read())
+        except (OSError, ValueError) as err:
+            self.logger.warning(f"{self.name}: other work's CPU not measured: {err}")
+            return
+        self.foreign_cores = round(share.foreign_cores, 3)
+        self.disturbed = share.disturbed
+        if share.disturbed:
+            self.logger.warning(
+                f"{self.name}: disturbed: other work took {share.foreign_cores:.2f} of the "
+                f"{share.cpus} CPUs while it ran; its figures are not this machine's alone"
+            )
 
     def sample_power(self):
         # Last before the benchmark and first after it, around the checks' own commands.

@@ -16,12 +16,16 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import reframe_executable
+from sitebench.run import disturbance
 from sitebench.run.scales import SCALES
 from sitebench.run.spack_build import INSTALLED_ROOTS
 from sitebench.sites import local_site, qemu_site, toolchains
 from sitebench.sites.validate import validate_site
 from sitebench.spack import environment, installed_roots
 from sitebench.spack import pinned, repo_index
+
+#: How long the machine's load is sampled before a run (seconds of the run's time).
+BUSY_SAMPLE_S = 0.5
 
 
 def site_topology(site):
@@ -182,6 +186,11 @@ def run_suite(site, prepared, scale, work, report, reframe_args=(), cluster=None
         env[INSTALLED_ROOTS] = str(work / "installed-roots.txt")
     if cluster is not None:
         env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
+    if site.detected_here:
+        # The benchmarks run on this machine: say so now if other work already uses it.
+        warning = disturbance.busy_warning(disturbance.machine_busy(BUSY_SAMPLE_S))
+        if warning:
+            print(f"==> {warning}", file=sys.stderr)
     launched = time.time()
     print(f"==> {' '.join(cmd)}", file=sys.stderr)
     code, interrupted = run_reframe(cmd, env)

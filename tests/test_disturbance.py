@@ -1,0 +1,138 @@
+"""Runs disturbed by other work: the CPU other work took while each case ran, the case
+marked ``disturbed`` beyond the threshold, and the warning before a run on a busy machine
+(src/sitebench/run/disturbance.py).
+
+The real runs put a STREAM kernel (tests/fixtures/tutorial-checks/src/stream_omp.c, two
+OpenMP threads, repeated for 3 s) in the tiny check of tests/test_energy.py, once beside a
+CPU hog per CPU started by the test and once without.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+from conftest import FIXTURES
+from test_energy import run_tiny_check
+
+from sitebench.run import disturbance
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def snapshot(t, busy_user, idle, own):
+    # user nice system idle iowait irq softirq steal guest guest_nice, then own ticks
+    return f"{t} cpu  {busy_user} 0 100 {idle} 5 0 3 2 0 0 {own}\n"
+
+
+def test_other_works_cpu_is_the_machines_busy_time_less_the_jobs_own():
+    text = snapshot(100.0, 1000, 5000, 40) + snapshot(110.0, 1000 + 3 * HZ * 10, 5000, 40)
+    share = disturbance.parse(text, cpus=4)
+    # 30 s of CPU in 10 s, none the job's: 3 cores of 4.
+    assert (share.wall_s, share.busy_s, share.own_s) == (10.0, 30.0, 0.0)
+    assert share.foreign_cores == pytest.approx(3.0) and share.disturbed
+    own = snapshot(100.0, 1000, 5000, 40) + snapshot(
+        110.0, 1000 + 2 * HZ * 10, 5000, 40 + 2 * HZ * 10
+    )
+    quiet = disturbance.parse(own, cpus=4)  # the job's own two threads: nothing foreign
+    assert quiet.foreign_cores == 0.0 and not quiet.disturbed
+    # Just above and below the threshold (0.1 of the CPUs: 0.4 cores of 4).
+    near = lambda cores: disturbance.parse(  # noqa: E731
+        snapshot(0, 0, 0, 0) + snapshot(10, int(cores * 10 * HZ), 0, 0), cpus=4
+    )
+    assert near(0.45).disturbed and not near(0.35).disturbed
+
+
+def test_idle_iowait_and_guest_time_are_not_busy():
+    fields = "10 1 2 1000 500 3 4 5 7 1".split()  # guest (7, 1) is inside user
+    assert disturbance.busy_ticks(fields) == 10 + 1 + 2 + 3 + 4 + 5
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "0 snapshot(s), want 2"),
+        (snapshot(1, 1, 1, 1), "1 snapshot(s), want 2"),
+        (snapshot(1, 1, 1, 1) + "1.0 cpu 1 2 3\n", "not a CPU snapshot"),
+        ("oops\n" + snapshot(1, 1, 1, 1), "not a CPU snapshot: 'oops'"),
+    ],
+)
+def test_a_broken_cpu_file_is_refused_naming_it(text, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        disturbance.parse(text, cpus=2)
+
+
+def test_a_busy_machine_is_warned_about_a_quiet_one_not():
+    assert disturbance.busy_warning(0.1, cpus=2) is None
+    warning = disturbance.busy_warning(1.5, cpus=2)
+    assert "1.50 of its 2 CPUs in use by other work" in warning and "marked disturbed" in warning
+
+
+@pytest.fixture
+def hogs():
+    """start() -> one busy loop per CPU, in its own session, killed at the end."""
+    started = []
+
+    def start():
+        for _ in range(os.cpu_count()):
+            started.append(
+                subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+            )
+        time.sleep(0.5)
+
+    yield start
+    for proc in started:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_the_machines_load_is_measured_beside_a_real_hog(hogs):
+    hogs()
+    busy = disturbance.machine_busy(1.0)
+    assert busy > 0.8 * os.cpu_count()
+    assert disturbance.busy_warning(busy) is not None
+
+
+@pytest.fixture
+def stream(tmp_path):
+    exe = tmp_path / "stream_omp.x"
+    subprocess.run(
+        ["gcc", "-O2", "-fopenmp", FIXTURES / "tutorial-checks/src/stream_omp.c", "-o", exe],
+        check=True,
+    )
+    # Three seconds of STREAM on two threads.
+    return (
+        f"end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do OMP_NUM_THREADS=2 {exe}; done"
+    )
+
+
+@pytest.mark.slow
+def test_a_stream_run_beside_a_cpu_hog_is_marked_disturbed(tmp_path, stream, hogs):
+    quiet_before = disturbance.machine_busy(1.0)
+    for name in ("alone", "beside"):
+        (tmp_path / name).mkdir()
+    proc, alone, prefix = run_tiny_check(tmp_path / "alone", None, stream)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    hogs()
+    proc, beside, prefix = run_tiny_check(tmp_path / "beside", None, stream)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    # Kept with the run's output, and logged in ReFrame's report (so in the stored run).
+    output = next(prefix.glob("output/energytest/p/e/TinyEnergyCheck_*"))
+    assert len((output / disturbance.CPU_FILE).read_text().splitlines()) == 2
+    assert beside["disturbed"] is True and beside["foreign_cores"] > 0.5
+    assert "disturbed: other work took" in proc.stdout
+    # Without the hog, STREAM's own threads are the job's, never foreign: what is foreign is
+    # other users of the machine (on a shared machine they disturb too), so the case is not
+    # marked where the machine was quiet before it.
+    share = disturbance.parse(
+        next((tmp_path / "alone").glob("rfm/output/energytest/p/e/TinyEnergyCheck_*"))
+        .joinpath(disturbance.CPU_FILE)
+        .read_text()
+    )
+    assert share.own_s > 0.2 * share.wall_s  # STREAM's CPU landed in the job's own
+    assert alone["foreign_cores"] == pytest.approx(share.foreign_cores, abs=1e-3)
+    if disturbance.busy_warning(quiet_before) is None:
+        assert alone["disturbed"] is False, alone["foreign_cores"]
