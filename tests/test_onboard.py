@@ -21,7 +21,7 @@ from sitebench.sites import onboard
 from sitebench.common import paths
 from sitebench.common.files import reframe_executable
 
-from sitebench.sites import toolchains, validate
+from sitebench.sites import local_site, toolchains, validate
 from sitebench.common.errors import SitebenchError
 
 RECORDED = FIXTURES / "onboarding"
@@ -370,3 +370,25 @@ def test_onboard_this_machine_then_run_stream(spack, results_root):
     finally:
         for path in created:
             shutil.rmtree(path, ignore_errors=True)
+
+
+def _with_l3(topology, arch, size):
+    caches = [
+        dict(c, size=size) if c["type"] == "L3" else c for c in topology["topology"]["caches"]
+    ]
+    return {**topology, "arch": arch, "topology": {**topology["topology"], "caches": caches}}
+
+
+def test_streams_arrays_beyond_2_gib_get_the_medium_code_model():
+    """On a 260 MiB L3 (an Intel Xeon VM), 4 x LLC is 137 million elements a array, 3.3 GB
+    of static data: GCC's small code model failed to link it ("relocation truncated")."""
+    vm = json.loads((RECORDED / "vm" / "topology.json").read_text())
+    assert local_site.stream_requirement(vm) == "stream_array_size=17000000"  # 32 MiB L3
+    big = _with_l3(vm, "icelake", 260 * 2**20)
+    assert local_site.stream_requirement(big) == (
+        'stream_array_size=137000000 cflags="-mcmodel=medium"'
+    )
+    # aarch64's small code model reaches 4 GiB, and has no "medium".
+    assert local_site.stream_requirement(_with_l3(vm, "neoverse_n1", 260 * 2**20)) == (
+        "stream_array_size=137000000"
+    )

@@ -81,6 +81,32 @@ def detect_topology():
         return json.loads(out.read_text())
 
 
+#: Static data GCC's default (small) code model addresses on x86_64, less a margin for the
+#: rest of the program: STREAM's three arrays at 4 x a 260 MiB L3 (137 million elements,
+#: 3.3 GB) failed to link there ("relocation truncated to fit: R_X86_64_PC32").
+SMALL_CODE_MODEL_BYTES = 2**31 - 2**26
+
+
+def stream_requirement(topology, bytes_per_element=8):
+    """The site's Spack requirement on STREAM: its array size, and GCC's medium code model
+    where its three arrays are too large for the default one (x86_64)."""
+    elements = stream_array_elements(topology, bytes_per_element)
+    spec = f"stream_array_size={elements}"
+    if 3 * elements * bytes_per_element > SMALL_CODE_MODEL_BYTES and _family(topology) == "x86_64":
+        spec += ' cflags="-mcmodel=medium"'
+    return spec
+
+
+def _family(topology):
+    """The CPU family (x86_64, aarch64...) of a ReFrame topology's ``arch``."""
+    try:
+        import archspec.cpu  # ReFrame's dependency
+
+        return archspec.cpu.TARGETS[topology["arch"]].family.name
+    except (ImportError, KeyError):
+        return topology.get("arch") if topology.get("arch") in ("x86_64", "aarch64") else None
+
+
 def stream_array_elements(topology, bytes_per_element=8):
     """Elements per STREAM array: >= 4 x LLC, rounded up to a whole million."""
     llc = last_level_cache_bytes(topology)
@@ -391,8 +417,7 @@ def detect(spack, redetect=False):
         return json.loads(topology_file().read_text())
     topology = detect_topology()
     packages = detect_spack_packages(spack)
-    elements = stream_array_elements(topology)
-    packages["stream"] = {"require": [f"stream_array_size={elements}"]}
+    packages["stream"] = {"require": [stream_requirement(topology)]}
     spack_dir().mkdir(parents=True, exist_ok=True)
     write_atomic(
         spack_dir() / "packages.yaml",

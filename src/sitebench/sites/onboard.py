@@ -232,8 +232,7 @@ def site_packages(detection):
         if not local_site.found_providers(packages, providers):
             for name in (virtual, "lapack") if virtual == "blas" else (virtual,):
                 packages.pop(name, None)
-    elements = local_site.stream_array_elements(detection.topology)
-    packages["stream"] = {"require": [f"stream_array_size={elements}"]}
+    packages["stream"] = {"require": [local_site.stream_requirement(detection.topology)]}
     return packages
 
 
