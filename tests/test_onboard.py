@@ -349,7 +349,7 @@ def test_cli_onboard_refuses_a_bad_name_without_traceback(sites_root):
 
 @pytest.mark.slow
 @pytest.mark.spack
-def test_onboard_this_machine_then_run_stream(spack, results_root):
+def test_onboard_this_machine_then_run_stream(spack, results_root, tmp_path):
     """The two commands of the issue, for real: onboard, then run (STREAM only, for time)."""
     name = f"ci-onboard-{uuid.uuid4().hex[:6]}"
     created = [
@@ -367,6 +367,17 @@ def test_onboard_this_machine_then_run_stream(spack, results_root):
         (stored,) = (results_root / name).iterdir()
         assert (stored / "report.json").is_file()
         assert "Triad" in run.stdout
+        # Checks that are not sitebench's run on it too (ReFrame's tutorial conventions).
+        tutorial = subprocess.run(
+            [reframe_executable(), "-C", paths.ROOT / "site-configs" / name / "reframe.py"]
+            + ["-c", FIXTURES / "tutorial-checks", "-r", "--prefix", tmp_path / "rfm"]
+            + ["--perflogdir", tmp_path / "rfm-perflogs"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+        )
+        assert tutorial.returncode == 0, tutorial.stdout[-4000:] + tutorial.stderr[-2000:]
+        assert "TutorialStreamTest" in tutorial.stdout and "FAIL" not in tutorial.stdout
     finally:
         for path in created:
             shutil.rmtree(path, ignore_errors=True)
@@ -392,3 +403,16 @@ def test_streams_arrays_beyond_2_gib_get_the_medium_code_model():
     assert local_site.stream_requirement(_with_l3(vm, "neoverse_n1", 260 * 2**20)) == (
         "stream_array_size=137000000"
     )
+
+
+def test_onboarding_a_large_cache_machine_reports_its_stream_arrays(sites_root):
+    detection = vm()
+    detection.topology = _with_l3(detection.topology, "icelake", 260 * 2**20)
+    report = onboard.onboard("big-llc", detection=detection)
+    assert "STREAM arrays of 137,000,000 elements" in report.render()
+    packages = yaml.safe_load(
+        (sites_root / "site-configs/big-llc/spack/packages.yaml").read_text()
+    )["packages"]
+    assert packages["stream"] == {
+        "require": ['stream_array_size=137000000 cflags="-mcmodel=medium"']
+    }

@@ -460,7 +460,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
     mariadb = _spec_of(packages, "mariadb")
     reference = _spec_of(packages, "netlib-lapack")
     topo = detection.topology
-    stream = packages["stream"]["require"][0].split("=")[1]
+    stream = re.search(r"stream_array_size=(\d+)", packages["stream"]["require"][0]).group(1)
     found = [
         f"compilers: {', '.join(compilers) or 'none'}",
         f"MPI: {', '.join(mpi) or 'none'}",
