@@ -4,14 +4,15 @@ Right before and after the launch the job appends a snapshot to ``sitebench-cpu.
 time (``/proc/uptime``), the machine's aggregate ``cpu`` line of ``/proc/stat`` and the CPU
 time of the job's own processes, every process of its session (ReFrame's local scheduler
 starts each job in a session of its own, so daemons a check starts, like sysbench's
-MariaDB, count as its own) with their reaped children. Other work's CPU over the launch is the machine's busy time
-(user, nice, system, irq, softirq and steal: time the hypervisor gave to other guests)
-minus the job's own; averaged over the launch's wall time it is in cores,
-``foreign_cores``. A case is *disturbed* when that exceeds ``DISTURBED_SHARE`` of the
-machine's CPUs (0.1: 0.2 cores of the project's 2-core VM, where ReFrame's own polling
-took 0.03 cores of a quick suite). A snapshot took 37 ms of wall time (10 ms of CPU) on
-the 2-core VM at a load average of 8.7. Measured where the job runs on the machine ReFrame
-runs on (scheduler ``local``); under Slurm the ranks are not the job script's session.
+MariaDB, count as its own) with their reaped children. Other work's CPU over the launch
+is the machine's busy time (user, nice, system, irq, softirq and steal: time the
+hypervisor gave to other guests) minus the job's own; averaged over the launch's wall
+time it is in cores, ``foreign_cores``. A case is *disturbed* when that exceeds
+``DISTURBED_SHARE`` of the machine's CPUs (0.1: 0.2 cores of the project's 2-core VM, where
+ReFrame's own polling took 0.03 cores of a quick suite). A snapshot took 37 ms of wall time
+(10 ms of CPU) on the 2-core VM at a load average of 8.7. Measured where the job runs on
+the machine ReFrame runs on (scheduler ``local``); under Slurm the ranks are not the job
+script's session.
 """
 
 import os
