@@ -139,6 +139,8 @@ def assert_survived(
         text = out + "\n".join(warnings)
         assert marker not in text, f"{name} printed the secret:\n{text}"
         assert all("\n" not in w for w in warnings), warnings
+    assert marker not in html, "the report shows the secret"
+    assert marker not in store_text(), "the store's index holds the secret"
     # The hostile run is named, on one line, where it was read (compare reads it first).
     name = warned or f"local/{hostile.name}"
     named = [w for cmd in read_by for w in found[cmd][1] if name in w]
@@ -149,8 +151,7 @@ def assert_survived(
     # The honest run's figures are all there.
     assert "StreamCheck" in found["compare"][0] and "HplCheck" in found["compare"][0]
     assert honest.name in found["regressions"][0]
-    assert f"run-local-{honest.name}" in html and marker not in html
-    assert marker not in store_text()
+    assert f"run-local-{honest.name}" in html
     return {name: "\n".join(warnings) for name, (_out, warnings) in found.items()}
 
 

@@ -18,6 +18,7 @@ Anything else raises :class:`UnsafeFile` (a missing file: :class:`MissingFile`),
 message names the file and why.
 """
 
+import functools
 import json
 import os
 import stat
@@ -74,6 +75,7 @@ def file_cap():
     return cap(FILE_CAP, FILE_CAP_ENV)
 
 
+@functools.lru_cache(maxsize=1024)
 def plain_parts(relative):
     """The names of a path inside a run; UnsafeFile unless each is a plain name."""
     text = str(relative)
@@ -208,17 +210,42 @@ def is_dir(run_path, relative):
     return True
 
 
+def _lstat(path):
+    """(stat, None), or (None, why not a directory / None where absent)."""
+    try:
+        return os.lstat(path), None
+    except FileNotFoundError:
+        return None, None
+    except OSError as err:
+        return None, f"cannot be read ({err.strerror})"
+
+
 def stats(run_path, relatives):
     """{path: ``os.stat_result``, None where absent, or why it is not a plain file} of
-    files of a run, never following a link: the store's cheap test for a changed run."""
-    found = {}
+    files of a run, never following a link: the store's cheap test for a changed run
+    (one ``lstat`` per step; reading goes through :func:`read_bytes` all the same)."""
+    base, checked, found = os.fspath(run_path), {}, {}
     for relative in relatives:
-        try:
-            found[relative] = stat_of(run_path, relative)
-        except MissingFile:
-            found[relative] = None
-        except UnsafeFile as err:
-            found[relative] = str(err).removeprefix(f"{relative} ")
-        except OSError as err:
-            found[relative] = f"cannot be read ({err.strerror})"
+        parts = plain_parts(relative)
+        # The site and run directories first, then each folder on the way: real ones only.
+        steps = [os.path.dirname(base), base] + [
+            os.path.join(base, *parts[: i + 1]) for i in range(len(parts) - 1)
+        ]
+        why = None
+        for step in steps:
+            if step not in checked:
+                st, problem = _lstat(step)
+                if st is not None and not stat.S_ISDIR(st.st_mode):
+                    problem = f"{os.path.basename(step)}/ is {_kind(st.st_mode)}"
+                checked[step] = problem if st is not None or problem else "absent"
+            why = checked[step]
+            if why:
+                break
+        if why:
+            found[relative] = None if why == "absent" else why
+            continue
+        st, problem = _lstat(os.path.join(base, *parts))
+        if st is not None and not stat.S_ISREG(st.st_mode):
+            problem = f"is {_kind(st.st_mode)}, not a regular file"
+        found[relative] = problem or st
     return found
