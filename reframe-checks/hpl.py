@@ -11,6 +11,7 @@ import reframe as rfm  # noqa: E402
 import reframe.utility.sanity as sn  # noqa: E402
 from reframe.core.builtins import (  # noqa: E402
     fixture,
+    parameter,
     performance_function,
     run_after,
     run_before,
@@ -21,6 +22,7 @@ from reframe.core.builtins import (  # noqa: E402
 from sitebench.common.errors import SitebenchError  # noqa: E402
 from sitebench.parsers import ParseError, hpl  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.monitoring import MessageMonitoring  # noqa: E402
 from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 from sitebench.sites import hpl_settings  # noqa: E402
@@ -33,7 +35,7 @@ class HplBuild(SpackBuild):
 
 
 @rfm.simple_test
-class HplCheck(SitebenchBenchmark):
+class HplCheck(SitebenchBenchmark, MessageMonitoring):
     """HPL on all cores of a node, one rank per core and one BLAS thread per rank.
 
     Parameters: ``scale``. Variables: ``n`` (0: from memory), ``nb`` (0: the site's),
@@ -45,6 +47,8 @@ class HplCheck(SitebenchBenchmark):
     partition reads power.
     Sanity: every residual check PASSED, none failed or skipped.
     Fixture: :class:`HplBuild`.
+    ``monitor_messages`` (False): run under Open MPI's monitoring and log the message
+    distribution by channel (sitebench/run/monitoring.py); :class:`HplMessagesCheck` does.
     """
 
     #: Matrix order; 0 derives it from memory (the ~80 % rule).
@@ -146,3 +150,16 @@ class HplCheck(SitebenchBenchmark):
     @performance_function("Gflop/s")
     def gflops(self):
         return self.result().best_gflops
+
+
+@rfm.simple_test
+class HplMessagesCheck(HplCheck):
+    """The multi-core study's message distribution of HPL: the quick suite's one monitored
+    case, apart from the timed :class:`HplCheck` (same input). Figures: ``gflops`` (under
+    monitoring) and the distribution by channel (sitebench/run/channels.py). Skipped,
+    saying why, under MPICH.
+    """
+
+    scale = parameter(["quick"], loggable=True)
+    monitor_messages = True
+    descr = "HPL under Open MPI's message monitoring"

@@ -19,6 +19,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, npb  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.monitoring import MessageMonitoring  # noqa: E402
 from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -36,7 +37,7 @@ class NpbBuild(SpackBuild):
 
 
 @rfm.simple_test
-class NpbCheck(SitebenchBenchmark):
+class NpbCheck(SitebenchBenchmark, MessageMonitoring):
     """One NPB-MPI benchmark on ``num_ranks`` MPI ranks, one rank per core.
 
     Parameters: ``scale`` (the class, :data:`CLASS_BY_SCALE`), ``benchmark``
@@ -47,6 +48,8 @@ class NpbCheck(SitebenchBenchmark):
     Sanity: "Verification = SUCCESSFUL"; the benchmark, class, total and
     active process counts NPB reports are the requested ones.
     Fixture: :class:`NpbBuild`.
+    ``monitor_messages`` (False): run under Open MPI's monitoring and log the message
+    distribution by channel (sitebench/run/monitoring.py); :class:`NpbMessagesCheck` does.
     """
 
     benchmark = parameter(npb.BENCHMARKS, loggable=True)
@@ -138,3 +141,20 @@ class NpbCheck(SitebenchBenchmark):
     @performance_function("s")
     def time(self):
         return self.result().time_s
+
+
+@rfm.simple_test
+class NpbMessagesCheck(NpbCheck):
+    """The multi-core study's message distribution of every NPB kernel: the quick suite's
+    one monitored case per benchmark (all cores), apart from the timed :class:`NpbCheck`.
+
+    Figures: NPB's own (under monitoring: its cost beside NpbCheck's at the same ranks)
+    and, per channel (self, socket, node, network), the application's and Open MPI's
+    internal messages and bytes, the shares and the counts by size
+    (sitebench/run/channels.py). Skipped, saying why, under MPICH.
+    """
+
+    scale = parameter(["quick"], loggable=True)
+    ranks = parameter(["all"], loggable=True)
+    monitor_messages = True
+    descr = "NPB-MPI under Open MPI's message monitoring"

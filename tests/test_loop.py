@@ -24,6 +24,8 @@ ALL_CHECKS = {
     "StreamCheck",
     "HplCheck",
     "NpbCheck",
+    "HplMessagesCheck",
+    "NpbMessagesCheck",
     "ParsecCheck",
     "SysbenchCheck",
     "OsuLatencyCheck",

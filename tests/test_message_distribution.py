@@ -2,13 +2,22 @@
 every peer pair put on its channel (same socket, other socket, other node), on the files
 captured in fixtures/ompi-monitoring/ (README.md there says how)."""
 
+import json
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, ompi_monitoring, osu
-from sitebench.run import channels
+from sitebench.report import data as report_data
+from sitebench.report import seed_tables
+from sitebench.results.compare import Side, compare
+from sitebench.results.rundirs import Incoming
+from sitebench.run import channels, monitoring
 
 MON = FIXTURES / "ompi-monitoring"
 
@@ -194,3 +203,149 @@ def test_a_run_with_a_dead_rank_is_a_marked_lower_bound():
     dist = channels.distribution(run, bindings_of("msgs-segv"), sockets_per_node=1)
     assert dist.missing == (1,)
     assert dist.channels["socket"].messages == 18 + 1
+
+
+def run_monitored(tmp_path, spack, toolchain, *options):
+    """ReFrame runs NpbMessagesCheck and the timed NpbCheck (CG, class S, all cores) in one
+    toolchain: the two cases."""
+    report = tmp_path / f"report-{toolchain}.json"
+    proc = subprocess.run(
+        [
+            os.path.join(os.path.dirname(sys.executable), "reframe"),
+            "-C",
+            str(ROOT / "site-configs/local/reframe.py"),
+            "-c",
+            str(ROOT / "reframe-checks/npb.py"),
+            "-n",
+            "NpbMessagesCheck.*benchmark=cg",
+            "-n",
+            "NpbCheck.*scale=quick.*benchmark=cg.*ranks=all",
+            "-S",
+            "npb_class=S",
+            *options,
+            "-r",
+            "--prefix",
+            str(tmp_path / f"rfm-{toolchain}"),
+            "--report-file",
+            str(report),
+        ],
+        env={**unjudged(spack), "SITEBENCH_TOOLCHAINS": toolchain},
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases = json.loads(report.read_text())["runs"][0]["testcases"]
+    monitored = next(c for c in cases if c["name"].startswith("NpbMessagesCheck"))
+    timed = next(c for c in cases if c["name"].startswith("NpbCheck"))
+    return proc, monitored, timed
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_reframe_logs_the_distribution_and_keeps_the_files(tmp_path, spack):
+    """The one real run (about 10 s here): CG under Open MPI's monitoring on the local site,
+    every message between ranks in the socket, figures logged and the per-rank files kept;
+    under MPICH the case skips, saying why."""
+    proc, case, timed = run_monitored(tmp_path, spack, "gcc-openmpi")
+    assert proc.returncode == 0 and case["result"] == "pass", proc.stdout[-3000:]
+    perf = {k.split(":", 2)[2]: v for k, v in case["perfvalues"].items()}
+    assert perf["messages_share_socket"][0] == 100.0
+    assert perf["messages_share_network"][0] == perf["messages_share_node"][0] == 0.0
+    assert perf["app_messages_socket"][0] > 1000 and perf["app_messages_self"][0] > 0
+    assert perf["mops_total"][0] > 0
+    assert sum(v[0] for k, v in perf.items() if k.startswith("count_socket_")) == (
+        perf["app_messages_socket"][0] + perf["internal_messages_socket"][0]
+    )
+    kept = sorted(p.name for p in Path(case["outputdir"]).glob("monitoring.*.prof"))
+    assert kept == ["monitoring.0.prof", "monitoring.1.prof"][: case["num_tasks"]]
+    assert case["monitor_messages"] is True
+    # The timed NpbCheck beside it stays unmonitored: no distribution, no files.
+    assert timed["result"] == "pass" and timed["monitor_messages"] is False
+    assert sorted(k.split(":", 2)[2] for k in timed["perfvalues"]) == [
+        "mops_per_process",
+        "mops_total",
+        "time",
+    ]
+    assert not list(Path(timed["outputdir"]).glob("monitoring.*"))
+    proc, case, timed = run_monitored(tmp_path, spack, "gcc-mpich")
+    assert case["result"] == "skip", proc.stdout[-3000:]
+    # ReFrame's report keeps no skip reason; its output does.
+    skipped = [line for line in proc.stdout.splitlines() if "SKIP" in line]
+    assert "message monitoring is not available under mpich" in " ".join(skipped), skipped
+
+
+def test_monitoring_is_refused_where_it_would_measure_nothing():
+    assert monitoring.unavailable("openmpi", "mpirun") is None
+    reason = monitoring.unavailable("mpich", "mpirun")
+    assert "not available under mpich" in reason and "Open MPI's pml_monitoring" in reason
+    assert "launches with srun" in monitoring.unavailable("openmpi", "srun")
+    env = monitoring.monitoring_env("/stage/x")
+    assert env == {
+        "OMPI_MCA_pml_monitoring_enable": "2",
+        "OMPI_MCA_pml_monitoring_enable_output": "3",
+        "OMPI_MCA_pml_monitoring_filename": "/stage/x/monitoring",
+    }
+
+
+def monitored_case(bench, network=False):
+    """A NpbMessagesCheck case of a ReFrame report, its figures from a capture (rank 1 on
+    another host where ``network``)."""
+    found = bindings_of(f"npb-{bench}.S")
+    if network:
+        found[1] = osu.Binding(1, "node2", found[1].places)
+    run = ompi_monitoring.read_run(MON / f"npb-{bench}.S", expected=2)
+    figs = channels.figures(channels.distribution(run, found, sockets_per_node=1))
+    keys = {"scale": "quick", "benchmark": bench, "npb_class": "S", "num_ranks": 2}
+    return {
+        "name": "NpbMessagesCheck",
+        "display_name": f"NpbMessagesCheck %scale=quick %benchmark={bench} %ranks=all",
+        "system": "local",
+        "partition": "default",
+        "environ": "gcc-openmpi",
+        "result": "pass",
+        "reference_keys": list(keys),
+        "problem_keys": ["npb_class"],
+        **keys,
+        "perfvalues": {f"local:default:{k}": [v, 0, None, None, u] for k, (v, u) in figs.items()},
+    }
+
+
+def store_monitored(site, started, network=False):
+    report = {
+        "session_info": {"time_start": started},
+        "runs": [{"testcases": [monitored_case(b, network) for b in ("cg", "is")]}],
+    }
+    incoming = Incoming(site)
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text(json.dumps({"site": site}))
+    return incoming.commit()
+
+
+def test_stored_distributions_compare_and_make_the_study_table(results_root):
+    """Two sites, three runs each: one node (all in the socket) against two (all over the
+    network). compare matches the figures run against run; the report's table gives each
+    benchmark's shares per channel and the study's finding beside them."""
+    for day in (1, 2, 3):
+        store_monitored("one-node", f"2026-11-0{day}T01:00:00+0000")
+        store_monitored("two-nodes", f"2026-11-0{day}T01:00:00+0000", network=True)
+    table = compare(Side.parse("one-node"), Side.parse("two-nodes"))
+    rows = table.set_index(["params", "figure"])
+    cg = "%scale=quick %benchmark=cg %ranks=all"
+    assert rows.loc[(cg, "messages_share_socket"), "median_a"] == 100.0
+    assert rows.loc[(cg, "messages_share_socket"), "median_b"] == 0.0
+    assert rows.loc[(cg, "app_messages_network"), "median_b"] == 2 * 1264
+    assert rows.loc[(cg, "app_messages_self"), "ratio"] == 1.0
+    assert (rows.loc[(cg, "app_messages_self"), ["n_a", "n_b"]] == 3).all()
+    shares = seed_tables.message_distribution(report_data.load().figures)
+    assert list(shares.columns) == seed_tables.MESSAGE_COLUMNS
+    by = shares.set_index(["site", "benchmark", "channel"])
+    assert by.loc[("one-node", "cg", "socket"), "messages %"] == 100.0
+    assert by.loc[("two-nodes", "cg", "network"), "volume %"] == 100.0
+    assert by.loc[("two-nodes", "cg", "socket"), "messages %"] == 0.0
+    # IS sends almost all its volume inside Alltoallv: large messages dominate.
+    assert by.loc[("one-node", "is", "socket"), ">= 64 KiB %"] > 0
+    assert by.loc[("one-node", "cg", "socket"), "runs"] == 3
+    seed = shares.iloc[-1]
+    assert seed["site"] == "the study" and seed["messages %"] == 50.0
