@@ -326,4 +326,28 @@ def seed_sections(figs, runs, labels):
     )
     if not loss.empty:
         pages.table = loss
-    return [jacobi, ring_section, pages]
+    shares = seed_tables.message_distribution(figs)
+    messages = _section(
+        "messages",
+        "Message distribution: socket, node, network",
+        "Share of the MPI messages and of their volume between different ranks that stayed "
+        "in a socket, crossed to another socket of the node, or crossed the network, per "
+        "benchmark (NPB, HPL run once more under Open MPI's monitoring), and how each "
+        "channel's messages split by size; medians over the runs, the multi-core study's "
+        "finding last. Derivation: reframe-checks/README.md.",
+        figs[figs["check"].isin(seed_tables.MESSAGE_CHECKS)],
+        runs,
+        [
+            charts.per_case(
+                figs[
+                    figs["check"].isin(seed_tables.MESSAGE_CHECKS)
+                    & figs["figure"].str.contains("_share_", na=False)
+                ],
+                labels,
+                title="Share per channel (%)",
+            )
+        ],
+    )
+    if len(shares) > 1:
+        messages.table = shares
+    return [jacobi, ring_section, pages, messages]

@@ -3,7 +3,10 @@
 :func:`jacobi_rows` is the seed report's table (N, k, C[MB], Tc/s, MLUP/s est, MLUP/s real,
 diff) per site, run and mapping, built by :mod:`sitebench.results.jacobi_model` from the
 site's own OSU figures; :func:`page_loss` is the Blue Gene slides' table: the performance
-lost with small (4 KiB) pages against large (2 MiB) ones, in %, per benchmark.
+lost with small (4 KiB) pages against large (2 MiB) ones, in %, per benchmark;
+:func:`message_distribution` is the multi-core study's: the share of MPI messages and volume
+per channel (same socket, other socket, other node) per benchmark and by size, beside the
+study's own finding (:data:`MESSAGES_SEED`).
 """
 
 import json
@@ -62,3 +65,71 @@ def page_loss(figures):
             }
         )
     return pd.DataFrame(out)
+
+
+#: The monitored checks (reframe-checks/README.md, "Message distribution").
+MESSAGE_CHECKS = ("NpbMessagesCheck", "HplMessagesCheck")
+#: The channels of the shares, nearest first (sitebench/run/channels.py).
+MESSAGE_CHANNELS = ("socket", "node", "network")
+#: Message sizes of the table's columns: [low, high) bytes.
+SIZE_CLASSES = (("< 1 KiB %", 0, 1024), ("1-64 KiB %", 1024, 65536), (">= 64 KiB %", 65536, None))
+MESSAGE_COLUMNS = ["site", "benchmark", "channel", "messages %", "volume %"]
+MESSAGE_COLUMNS += [name for name, _, _ in SIZE_CLASSES] + ["runs"]
+#: The study's finding as issue 29 states it: about half of all messages of NPB, HPL and an
+#: application stay inside a node (socket and node together); its per-channel table is not
+#: in this repository, so no other figure of it is quoted.
+MESSAGES_SEED = {
+    "site": "the study",
+    "benchmark": "NPB, HPL, an application",
+    "channel": "socket + node (intra-node)",
+    "messages %": 50.0,
+}
+
+
+def message_distribution(figures):
+    """One row per site, benchmark and channel: the medians over runs of the share of the
+    messages and of the volume between different ranks that took the channel, and how that
+    channel's messages split by size (% of its messages); the study's row last."""
+    rows = figures[figures["check"].isin(MESSAGE_CHECKS)]
+    if rows.empty:
+        return pd.DataFrame(columns=MESSAGE_COLUMNS)
+    rows = with_vars(rows, "benchmark")
+    rows["benchmark"] = [
+        b if isinstance(b, str) and b else check.removesuffix("MessagesCheck").lower()
+        for b, check in zip(rows["benchmark"], rows["check"])
+    ]
+    out = []
+    for (site, bench), group in rows.groupby(["site", "benchmark"]):
+        per_run = group.pivot_table(index="run", columns="figure", values="value")
+        for channel in MESSAGE_CHANNELS:
+            shares = [f"messages_share_{channel}", f"bytes_share_{channel}"]
+            if not set(shares) <= set(per_run.columns):
+                continue
+            row = {
+                "site": site,
+                "benchmark": bench,
+                "channel": channel,
+                "messages %": per_run[shares[0]].median(),
+                "volume %": per_run[shares[1]].median(),
+                "runs": len(per_run),
+            }
+            counts = _size_counts(per_run, channel)
+            total = sum(counts.values())
+            for name, low, high in SIZE_CLASSES:
+                inside = sum(
+                    n for size, n in counts.items() if size >= low and (not high or size < high)
+                )
+                row[name] = 100.0 * inside / total if total else None
+            out.append(row)
+    out.append(MESSAGES_SEED)
+    return pd.DataFrame(out, columns=MESSAGE_COLUMNS)
+
+
+def _size_counts(per_run, channel):
+    """size bucket's low bound (bytes) -> median count of the channel's messages."""
+    prefix = f"count_{channel}_"
+    return {
+        int(name[len(prefix) : -1]): per_run[name].fillna(0).median()
+        for name in per_run.columns
+        if name.startswith(prefix) and name.endswith("B")
+    }
