@@ -17,6 +17,7 @@ whose content is not what ReFrame writes, is reported on one line and skipped (a
 again at the next refresh), never the others.
 """
 
+import functools
 import hashlib
 import json
 import math
@@ -107,8 +108,12 @@ def store_dir(results_root=None):
 
 def _time(text):
     """ReFrame's "20261122T153115+0000" or ISO 8601; NaT if neither."""
-    if not isinstance(text, str):
-        return pd.NaT
+    return _parse_time(text) if isinstance(text, str) else pd.NaT
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_time(text):
+    # Cached: every figure row of a run carries its start, parsed once instead of per row.
     for fmt in ("%Y%m%dT%H%M%S%z", None):
         stamp = pd.to_datetime(text, format=fmt, utc=True, errors="coerce")
         if not pd.isna(stamp):
@@ -169,7 +174,22 @@ def _whole(value):
     return value if ok else None
 
 
-_CLEAN = {pa.string(): _text, pa.float64(): _number, pa.int64(): _whole}
+def _stamp(value):
+    return value if isinstance(value, (str, pd.Timestamp)) else None
+
+
+_CLEAN = {
+    pa.string(): _text,
+    pa.float64(): _number,
+    pa.int64(): _whole,
+    _TIME: _stamp,
+    pa.bool_(): bool,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _cleaners(schema):
+    return [(f.name, _CLEAN[f.type]) for f in schema]
 
 
 def clean(row, schema, wrong=None):
@@ -177,17 +197,11 @@ def clean(row, schema, wrong=None):
     elsewhere may put a list where a number belongs, and one bad value must not fail the
     segment of every run indexed with it. Each value so dropped is added to ``wrong``."""
     out = {}
-    for f in schema:
-        value = row.get(f.name)
-        if f.type == _TIME:
-            kept = value if isinstance(value, (str, pd.Timestamp)) else None
-        elif f.type == pa.bool_():
-            kept = bool(value)
-        else:
-            kept = _CLEAN.get(f.type, _text)(value)
+    for name, cleaner in _cleaners(schema):
+        value = row.get(name)
+        kept = out[name] = cleaner(value)
         if kept is None and value is not None and value is not pd.NaT and wrong is not None:
-            wrong.append((f.name, row, value))
-        out[f.name] = kept
+            wrong.append((name, row, value))
     return out
 
 
