@@ -5,8 +5,10 @@ captured in fixtures/ompi-monitoring/ (README.md there says how)."""
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -349,3 +351,101 @@ def test_stored_distributions_compare_and_make_the_study_table(results_root):
     assert by.loc[("one-node", "cg", "socket"), "runs"] == 3
     seed = shares.iloc[-1]
     assert seed["site"] == "the study" and seed["messages %"] == 50.0
+
+
+#: NpbMessagesCheck with two ranks on each of two one-CPU nodes: Slurm allocates one task a
+#: node (its directives last, so they win: it refuses 2 tasks on a 1-CPU node even with
+#: --overcommit, "Requested node configuration is not available") and mpirun oversubscribes
+#: them: pairs on one node and pairs across the nodes in one run.
+TWO_PER_NODE = """
+import os
+import sys
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after
+
+sys.path.insert(0, {checks!r})
+import npb  # noqa: E402
+
+
+@rfm.simple_test
+class NpbMessagesTwoPerNode(npb.NpbMessagesCheck):
+    benchmark = parameter(["cg"])
+
+    @run_after("setup")
+    def two_ranks_per_node(self):
+        self.num_ranks = self.num_tasks = 4
+        self.num_tasks_per_node = 2
+        self.job.options = self.job.options + ["--ntasks=2", "--ntasks-per-node=1"]
+        self.job.launcher.options = list(self.job.launcher.options) + ["--oversubscribe"]
+"""
+
+
+@pytest.mark.slurm
+@pytest.mark.spack
+@pytest.mark.slow
+def test_two_nodes_give_intra_and_inter_node_traffic(spack, tmp_path):
+    """On the private 2-node Slurm cluster: NPB CG (class S, 4 ranks, 2 per node) under
+    monitoring through mpirun has messages in the node and across the network; under srun
+    the case skips, saying why."""
+    from sitebench.services.slurm.cluster import LocalCluster
+    from test_slurm_cluster import PORT, _skip_reason
+
+    reason = _skip_reason(2)
+    if reason:
+        pytest.skip(reason)
+    check = tmp_path / "npb_two_per_node.py"
+    check.write_text(TWO_PER_NODE.format(checks=str(ROOT / "reframe-checks")))
+    root = Path(tempfile.mkdtemp(prefix="sb-slurm."))  # short: unix socket paths
+    root.chmod(0o755)
+    cluster = LocalCluster(root / "n2")
+    try:
+        cluster.start(nodes=2, port=PORT)
+        report = tmp_path / "report.json"
+        proc = subprocess.run(
+            [
+                os.path.join(os.path.dirname(sys.executable), "reframe"),
+                "-C",
+                str(ROOT / "site-configs/local-slurm/reframe.py"),
+                "-c",
+                str(check),
+                "-n",
+                "NpbMessagesTwoPerNode",
+                "-S",
+                "npb_class=S",
+                "-S",
+                "max_nodes=2",
+                "-r",
+                "--prefix",
+                str(tmp_path / "rfm"),
+                "--report-file",
+                str(report),
+            ],
+            env={**unjudged(spack), "SITEBENCH_SLURM_DIR": str(cluster.layout.root)},
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases = {
+        c["partition"]: c
+        for c in json.loads(report.read_text())["runs"][0]["testcases"]
+        if not c.get("fixture")
+    }
+    skipped = [line for line in proc.stdout.splitlines() if "SKIP" in line]
+    assert cases["srun"]["result"] == "skip"
+    assert "this partition launches with srun" in " ".join(skipped), skipped
+    case = cases["mpirun"]
+    assert case["result"] == "pass", proc.stdout[-3000:]
+    assert case["num_tasks"] == 4 and case["monitor_messages"] is True
+    perf = {k.split(":", 2)[2]: v[0] for k, v in case["perfvalues"].items()}
+    assert perf["app_messages_socket"] > 0 and perf["app_messages_network"] > 0, perf
+    assert 0 < perf["messages_share_socket"] < 100 and 0 < perf["messages_share_network"] < 100
+    assert perf["messages_share_node"] == 0.0  # one socket per node
+    err = (Path(case["outputdir"]) / "rfm_job.err").read_text()
+    assert "[sbnode1:" in err and "[sbnode2:" in err, err  # --report-bindings
+    kept = sorted(p.name for p in Path(case["outputdir"]).glob("monitoring.*.prof"))
+    assert kept == [f"monitoring.{r}.prof" for r in range(4)]
