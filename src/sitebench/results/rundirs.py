@@ -11,7 +11,6 @@ and the rename refuses to replace an existing (non-empty) run. A writer that fai
 a run, reported by :func:`leftovers` (and :func:`load_runs`), kept for inspection.
 """
 
-import hashlib
 import json
 import os
 import re
@@ -333,25 +332,12 @@ class BadRun(Exception):
 INDEXED_FILES = (REPORT, PROVENANCE, TOPOLOGY)
 
 
-def _read_json(path, relative, limit, digests):
-    data = runfiles.read_bytes(path, relative, limit)
-    digests[relative] = hashlib.sha256(data).hexdigest()
-    try:
-        return json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as err:
-        raise BadRun(f"{path}/{relative} is not UTF-8 text ({err.reason})") from None
-    except json.JSONDecodeError as err:
-        raise BadRun(f"{path}/{relative} is not valid JSON ({err})") from None
-    except RecursionError:
-        raise BadRun(f"{path}/{relative} is nested too deeply to be read") from None
-
-
 def load_run(path):
     """A stored run's report, provenance and topology, read defensively
     (:mod:`sitebench.results.runfiles`); BadRun says why a run cannot be read."""
     path, digests = Path(path), {}
     try:
-        report = _read_json(path, REPORT, runfiles.report_cap(), digests)
+        report = runfiles.read_json(path, REPORT, runfiles.report_cap(), digests)
     except runfiles.MissingFile:
         raise BadRun(f"{path}: no {REPORT} (partial or foreign directory)") from None
     except runfiles.UnsafeFile as err:
@@ -359,13 +345,13 @@ def load_run(path):
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
         raise BadRun(f"{path}/{REPORT} is not a ReFrame run report (no list 'runs')")
     try:
-        provenance = _read_json(path, PROVENANCE, None, digests)
+        provenance = runfiles.read_json(path, PROVENANCE, None, digests)
     except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: missing or unreadable {PROVENANCE} ({err})") from None
     if not isinstance(provenance, dict):
         raise BadRun(f"{path}/{PROVENANCE} is not a JSON object")
     try:
-        topology = _read_json(path, TOPOLOGY, None, digests)
+        topology = runfiles.read_json(path, TOPOLOGY, None, digests)
     except runfiles.MissingFile:
         topology = None
     except runfiles.UnsafeFile as err:

@@ -19,6 +19,7 @@ message names the file and why.
 """
 
 import functools
+import hashlib
 import json
 import os
 import stat
@@ -135,20 +136,6 @@ def _check_regular(st, shown, limit):
         )
 
 
-def stat_of(run_path, relative):
-    """``os.stat_result`` of a run's regular file (never following a link)."""
-    parts = plain_parts(relative)
-    fd = _walk(run_path, parts)
-    try:
-        st = os.stat(parts[-1], dir_fd=fd, follow_symlinks=False)
-    except FileNotFoundError:
-        raise MissingFile(f"no {relative}") from None
-    finally:
-        os.close(fd)
-    _check_regular(st, str(relative), float("inf"))
-    return st
-
-
 def read_bytes(run_path, relative, limit=None):
     """The bytes of a run's regular file, at most ``limit`` (default :func:`file_cap`)."""
     limit = file_cap() if limit is None else limit
@@ -178,13 +165,18 @@ def read_text(run_path, relative, limit=None):
     return read_bytes(run_path, relative, limit).decode("utf-8", errors="replace")
 
 
-def read_json(run_path, relative, limit=None):
-    """A run's JSON file; UnsafeFile if it is not a file, too large, or not JSON."""
+def read_json(run_path, relative, limit=None, digests=None):
+    """A run's JSON file; UnsafeFile if it is not a plain file, too large, or not JSON.
+    ``digests``: where given, the SHA-256 of the bytes read is kept there by path."""
     data = read_bytes(run_path, relative, limit)
+    if digests is not None:
+        digests[str(relative)] = hashlib.sha256(data).hexdigest()
     try:
         return json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
-        raise UnsafeFile(f"{relative} is not UTF-8 text ({err.reason} at byte {err.start})")
+        raise UnsafeFile(
+            f"{relative} is not UTF-8 text ({err.reason} at byte {err.start})"
+        ) from None
     except json.JSONDecodeError as err:
         raise UnsafeFile(f"{relative} is not valid JSON ({err})") from None
     except RecursionError:
