@@ -10,8 +10,10 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from reframe.core.exceptions import PerformanceError
 
 from conftest import FIXTURES, ROOT, unjudged
 from sitebench.parsers import ParseError, ompi_monitoring, osu
@@ -449,3 +451,56 @@ def test_two_nodes_give_intra_and_inter_node_traffic(spack, tmp_path):
     assert "[sbnode1:" in err and "[sbnode2:" in err, err  # --report-bindings
     kept = sorted(p.name for p in Path(case["outputdir"]).glob("monitoring.*.prof"))
     assert kept == [f"monitoring.{r}.prof" for r in range(4)]
+
+
+def monitored_stage(tmp_path, capture):
+    """A fake case whose stage holds a capture as the check's files would be named."""
+    for path in (MON / capture).glob("rank.*.prof"):
+        shutil.copy(path, tmp_path / path.name.replace("rank.", f"{monitoring.PREFIX}."))
+    shutil.copy(MON / capture / "stderr", tmp_path / "rfm_job.err")
+    case = SimpleNamespace(
+        monitor_messages=True,
+        stagedir=str(tmp_path),
+        stderr="rfm_job.err",
+        num_tasks=2,
+        current_partition=SimpleNamespace(processor=SimpleNamespace(num_sockets=1)),
+        perf_variables={},
+        is_dry_run=lambda: False,
+    )
+    case.message_distribution = lambda: monitoring.MessageMonitoring.message_distribution(case)
+    return case
+
+
+def after_the_run(case):
+    """The check's performance-stage hooks on ``case``: its figures, and the error raised."""
+    cls = monitoring.MessageMonitoring
+    cls.add_distribution_figures(case)
+    figures = {name: fn.evaluate() for name, fn in case.perf_variables.items()}
+    try:
+        cls.fail_on_monitoring_error(case)
+    except PerformanceError as err:
+        return figures, str(err)
+    return figures, None
+
+
+def test_a_rank_without_its_file_fails_the_case_after_its_lower_bound(tmp_path):
+    figures, error = after_the_run(monitored_stage(tmp_path, "msgs-segv"))
+    assert figures["app_messages_socket"] == 18 and figures["messages_share_socket"] == 100.0
+    assert error == (
+        "message monitoring: ranks [1] of 2 wrote no monitoring file (they did not reach "
+        "MPI_Finalize): the distribution logged is a lower bound"
+    )
+
+
+def test_an_aborted_run_logs_no_distribution_and_says_why(tmp_path):
+    figures, error = after_the_run(monitored_stage(tmp_path, "msgs-abort"))
+    assert figures == {}
+    assert "no Open MPI monitoring files monitoring.<rank>.prof" in error
+    assert "ended before MPI_Finalize" in error
+
+
+def test_a_complete_run_passes_with_its_figures(tmp_path):
+    figures, error = after_the_run(monitored_stage(tmp_path, "npb-mg.S"))
+    assert error is None
+    assert figures["app_messages_self"] == 2 * 296
+    assert figures["internal_messages_socket"] == 101 + 95
