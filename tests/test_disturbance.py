@@ -12,11 +12,13 @@ import re
 import signal
 import subprocess
 import time
+from types import SimpleNamespace
 
 import pytest
 from conftest import FIXTURES
 from test_energy import run_tiny_check
 
+from sitebench.results.summary import disturbed_note
 from sitebench.run import disturbance
 
 HZ = os.sysconf("SC_CLK_TCK")
@@ -69,6 +71,19 @@ def test_a_busy_machine_is_warned_about_a_quiet_one_not():
     assert disturbance.busy_warning(0.1, cpus=2) is None
     warning = disturbance.busy_warning(1.5, cpus=2)
     assert "1.50 of its 2 CPUs in use by other work" in warning and "marked disturbed" in warning
+
+
+def test_the_summary_names_the_disturbed_cases():
+    cases = [
+        {"name": "StreamCheck %threads=1", "disturbed": True, "foreign_cores": 1.617},
+        {"name": "HplCheck", "disturbed": False, "foreign_cores": 0.01},
+        {"name": "StreamBuild", "fixture": True},
+    ]
+    run = SimpleNamespace(report={"runs": [{"testcases": cases}]})
+    note = disturbed_note(run)
+    assert note.startswith("1 case(s) disturbed") and "StreamCheck %threads=1 (1.62 cores)" in note
+    assert "HplCheck" not in note
+    assert disturbed_note(SimpleNamespace(report={"runs": [{"testcases": cases[1:]}]})) == ""
 
 
 @pytest.fixture

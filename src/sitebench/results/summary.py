@@ -40,6 +40,23 @@ def references_note(run):
     return ""
 
 
+def disturbed_note(run):
+    """The one line naming the cases other work disturbed (sitebench/run/disturbance.py),
+    or ''. From the cases' logged ``disturbed`` and ``foreign_cores``."""
+    hit = [
+        f"{case['name']} ({case.get('foreign_cores', 0):.2f} cores)"
+        for attempt in run.report.get("runs", [])
+        for case in attempt.get("testcases", [])
+        if case.get("disturbed")
+    ]
+    if not hit:
+        return ""
+    return (
+        f"{len(hit)} case(s) disturbed: other work took CPU while they ran, so their figures "
+        f"are not this machine's alone: {', '.join(hit)}"
+    )
+
+
 def summarize(run_path, root=None):
     """A text table of the run at ``run_path`` beside its site's earlier runs."""
     run = load_run(run_path)
@@ -75,9 +92,9 @@ def summarize(run_path, root=None):
         f"run {run.site}/{run.name}: {len(now)} figures; "
         f"{n_earlier} earlier run(s) of {run.site}{same}"
     ]
-    why = references_note(run)
-    if why:
-        lines.append(why)
+    for note in (references_note(run), disturbed_note(run)):
+        if note:
+            lines.append(note)
     if now.empty:
         return "\n".join(lines + ["(no performance figures: see ReFrame's output above)"])
     # Each toolchain against its own earlier figures (MPICH's latency is not Open MPI's).
