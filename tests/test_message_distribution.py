@@ -504,3 +504,23 @@ def test_a_complete_run_passes_with_its_figures(tmp_path):
     assert error is None
     assert figures["app_messages_self"] == 2 * 296
     assert figures["internal_messages_socket"] == 101 + 95
+
+
+def test_the_study_section_renders_in_chromium(results_root, tmp_path):
+    """The report of two stored sites: the section's chart draws marks in headless Chromium
+    and its table holds each benchmark's shares and the study's row."""
+    from sitebench import report
+    from test_report import chromium, need_chromium, render_problems
+
+    need_chromium()
+    for day in (1, 2):
+        store_monitored("one-node", f"2026-11-0{day}T01:00:00+0000")
+        store_monitored("two-nodes", f"2026-11-0{day}T01:00:00+0000", network=True)
+    built = report.make(results_root=results_root, store_dir=tmp_path / "store")
+    out = report.write(built, tmp_path / "report.html", results_root=results_root)
+    text = out.read_text()
+    assert "Message distribution: socket, node, network" in text
+    assert "<th>messages %</th>" in text and "<td>the study</td>" in text
+    assert "messages_share_network" in text
+    assert len(built.chart_ids) == 1  # the shares; no other section has figures here
+    assert render_problems(chromium(out, tmp_path, "--dump-dom"), built.chart_ids) == []
