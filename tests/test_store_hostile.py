@@ -393,8 +393,9 @@ def test_a_report_of_the_wrong_shape_skips_that_run_only(world, tmp_path, what):
         '"a string"',
         '{"host": "a string", "emulated": [1], "cpu_arch": {"a": 1}}',
         '{"host_fingerprint": {"id": ["x"]}, "started": 5}',
+        json.dumps({"nested": json.loads(_deep(500))}),
     ],
-    ids=["nested", "list", "string", "wrong types", "fingerprint id a list"],
+    ids=["nested", "list", "string", "wrong types", "fingerprint id a list", "500 levels"],
 )
 def test_a_provenance_of_the_wrong_shape_skips_that_run_only(world, tmp_path, provenance):
     root, honest, hostile, marker, secret = world

@@ -348,8 +348,10 @@ def load_run(path):
         provenance = runfiles.read_json(path, PROVENANCE, None, digests)
     except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: missing or unreadable {PROVENANCE} ({err})") from None
-    if not isinstance(provenance, dict):
-        raise BadRun(f"{path}/{PROVENANCE} is not a JSON object")
+    if not isinstance(provenance, dict) or runfiles.too_deep(provenance):
+        raise BadRun(
+            f"{path}/{PROVENANCE} is not a JSON object of at most {runfiles.MAX_DEPTH} levels"
+        )
     try:
         topology = runfiles.read_json(path, TOPOLOGY, None, digests)
     except runfiles.MissingFile:
@@ -362,7 +364,9 @@ def load_run(path):
         path=path,
         report=report,
         provenance=provenance,
-        topology=topology if isinstance(topology, dict) else None,
+        topology=(
+            topology if isinstance(topology, dict) and not runfiles.too_deep(topology) else None
+        ),
         digests=digests,
     )
 

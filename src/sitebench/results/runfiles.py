@@ -183,6 +183,24 @@ def read_json(run_path, relative, limit=None, digests=None):
         raise UnsafeFile(f"{relative} is nested too deeply to be read") from None
 
 
+#: Provenance and topology are a few levels deep; deeper ones are refused when read, so
+#: that no later reader (json.dumps into the index, the report) meets Python's recursion limit.
+MAX_DEPTH = 64
+
+
+def too_deep(value, limit=MAX_DEPTH):
+    """True when ``value`` (parsed JSON) nests lists and objects deeper than ``limit``."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        if isinstance(item, (dict, list)):
+            if depth > limit:
+                return True
+            stack.extend((child, depth + 1) for child in children)
+    return False
+
+
 def check_dir(run_path, relative):
     """Nothing when ``relative`` is a real directory inside the run (no step a link);
     MissingFile or UnsafeFile saying why not."""
