@@ -168,3 +168,28 @@ def test_what_needs_root_says_so_before_it_starts(checkout, argv, words):
         assert word in proc.stderr, out[-4000:]
     # Nothing was started or made: no cluster directory, no root.
     assert not (checkout[1] / "slurm").exists()
+
+
+@pytest.mark.slow
+def test_nightly_install_status_and_remove_in_the_users_own_crontab(checkout):
+    if not programs.which("crontab"):
+        pytest.skip("no crontab (Debian: apt-get install cron)")
+    try:
+        proc, out = as_user(
+            checkout, "./sitebench", "nightly", "install", "--site", "local", "--at", "02:30"
+        )
+        assert proc.returncode == 0, out[-4000:]
+        listed = subprocess.run(
+            ["crontab", "-l", "-u", USER], capture_output=True, text=True
+        ).stdout
+        assert "nightly run --site local" in listed, listed
+        proc, out = as_user(checkout, "./sitebench", "nightly", "status", "--site", "local")
+        assert proc.returncode == 0 and "local" in proc.stdout, out[-4000:]
+        proc, out = as_user(checkout, "./sitebench", "nightly", "remove", "--site", "local")
+        assert proc.returncode == 0, out[-4000:]
+        listed = subprocess.run(
+            ["crontab", "-l", "-u", USER], capture_output=True, text=True
+        ).stdout
+        assert "nightly run --site local" not in listed
+    finally:
+        subprocess.run(["crontab", "-r", "-u", USER], capture_output=True)
