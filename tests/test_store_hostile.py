@@ -256,6 +256,28 @@ def test_case_output_linked_outside_is_not_read(world, tmp_path):
     )
 
 
+@pytest.mark.reliability_input
+def test_paths_recorded_in_the_report_and_linked_perflogs_are_never_read(world, tmp_path):
+    """ReFrame records absolute paths (stage, output, job files); a perflog may be a link or
+    a FIFO. None is read: only a case's folder named by plain names inside the run is."""
+    root, honest, hostile, marker, secret = world
+    copy_run(HONEST, hostile)
+    report = json.loads((hostile / "report.json").read_text())
+    for case in _cases(report):
+        for key in ("stagedir", "job_stdout", "job_stderr", "build_stdout", "build_stderr"):
+            case[key] = str(secret)
+        case["outputdir"] = f"/x/../../../../{secret.name}"
+        case["result"] = "fail"  # a failed case's stage is looked for by its name
+    (hostile / "report.json").write_text(json.dumps(report))
+    perflogs = sorted(hostile.glob("perflogs/*/*/*.log"))
+    perflogs[0].unlink()
+    perflogs[0].symlink_to(secret)
+    perflogs[1].unlink()
+    os.mkfifo(perflogs[1])
+    stderr = assert_survived(world, tmp_path, timed=True, read_by=("report",))
+    assert "is not a folder inside the run" in stderr["report"]
+
+
 # -- special files: never opened for reading ------------------------------------------------
 
 
