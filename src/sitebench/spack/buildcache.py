@@ -33,7 +33,8 @@ mpi_prefix.py``) live in the user's cache (:func:`externals_dir`), not in a chec
 every checkout of a user concretizes to the same hashes.
 
 A cache that cannot be created, written or has little room left is used read-only or
-not at all, and says so once: builds go on from source.
+not at all, and says so once: builds go on from source. (A push that fails after that check,
+the disk filled by something else meanwhile, fails its install: Spack's autopush raises.)
 """
 
 import os
