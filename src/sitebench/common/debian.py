@@ -12,8 +12,8 @@ behind.
 #: toolchains Spack takes as externals (compilers, Open MPI and MPICH: two toolchains),
 #: OpenBLAS, Debian's reference
 #: BLAS/LAPACK (registered as netlib-lapack: its recipe cannot be built offline), the
-#: autotools HPL's build needs, and MariaDB for sysbench (without a detected MariaDB the
-#: ``mariadb`` root is built from source).
+#: autotools HPL's build needs, MariaDB for sysbench (without a detected MariaDB the
+#: ``mariadb`` root is built from source), MPJ Express and a JDK for the Java ping-pong.
 RUN = (
     "git",
     "python3-venv",
@@ -40,6 +40,10 @@ RUN = (
     "mariadb-server",
     "libmariadb-dev",
     "libmariadb-dev-compat",
+    # The Java ping-pong: MPJ Express 0.44 (its jars, with log4j and commons-io) and the JDK
+    # that builds it and Open MPI's mpi.jar (environments/local/spack.yaml's externals).
+    "libmpj-java",
+    "default-jdk-headless",
 )
 
 #: ``./sitebench test`` beyond that: Debian's HPCC (the perf suite's STREAM and HPL
