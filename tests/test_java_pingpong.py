@@ -266,3 +266,95 @@ def test_check_runs_mpj_and_open_mpi_java_and_stops_the_daemon(built, spack, tmp
     assert left.stdout == "", left.stdout
     total = sum(c["time_run"] for c in ran.values())
     print(f"Java ping-pong run phases: {total:.1f} s")
+
+
+# -- the report's table: Java against C ------------------------------------------------------
+
+
+def case(check, params, figures, environ="gcc-openmpi", **variables):
+    """One test case of a ReFrame report, as the store reads it."""
+    return {
+        "name": check,
+        "display_name": f"{check} {params}",
+        "system": "local",
+        "partition": "default",
+        "environ": environ,
+        "result": "pass",
+        "reference_keys": list(variables),
+        **variables,
+        "perfvalues": {
+            f"local:default:{k}": [v, 0, None, None, u] for k, (v, u) in figures.items()
+        },
+    }
+
+
+def test_report_sets_java_against_c_figure_by_figure():
+    """Stored runs made from the captures: the Java ping-pong's three set-ups and OSU's
+    latency and bandwidth (tests/fixtures/osu/, Open MPI, core, shared memory)."""
+    import pandas as pd
+    from types import SimpleNamespace
+
+    from sitebench.parsers import osu
+    from sitebench.report import seed_tables
+    from sitebench.results import figures as figure_rows
+
+    osu_dir = FIXTURES / "osu"
+    lat = osu.parse((osu_dir / "omb-7.2_osu_latency_core_shm_x20_i200.txt").read_text())
+    bw = osu.parse((osu_dir / "omb-7.2_osu_bw_core_shm_x2_i20.txt").read_text())
+    keys = {"scale": "quick", "mapping": "core", "transport": "shm"}
+    cases = [
+        case(
+            "OsuLatencyCheck",
+            "%mapping=core %transport=shm",
+            {"latency_small": (lat.values[1], "us")},
+            **keys,
+        ),
+        case(
+            "OsuBandwidthCheck",
+            "%mapping=core %transport=shm",
+            {"bandwidth_peak": (bw.peak[1], "MB/s")},
+            **keys,
+        ),
+    ]
+    java = {}
+    for device, name in (
+        ("multicore", "mpj_multicore_x200_i1000.txt"),
+        ("niodev", "mpj_niodev_x200_i1000.txt"),
+        ("ompi", "ompi_core_shm_x200_i1000.txt"),
+    ):
+        result = java_pingpong.parse((JPP / name).read_text())
+        java[device] = result
+        cases.append(
+            case(
+                "JavaPingPongCheck",
+                f"%device={device} %mapping=core",
+                {
+                    "latency_small": (result.latency[1], "us"),
+                    "bandwidth_peak": (result.bandwidth_peak[1], "MB/s"),
+                },
+                scale="quick",
+                device=device,
+                mapping="core",
+            )
+        )
+    run = SimpleNamespace(
+        site="local",
+        name="r1",
+        provenance={"cpu_arch": "x86_64_v4"},
+        report={
+            "session_info": {"time_start": "2026-11-26T10:00:00"},
+            "runs": [{"testcases": cases}],
+        },
+    )
+    table = seed_tables.java_against_c(pd.DataFrame(list(figure_rows.rows_of_run(run))))
+    assert len(table) == 6
+    row = table[(table["figure"] == "latency_small") & (table["java_mpi"] == "MPJ niodev")].iloc[0]
+    assert row["java"] == 45.2 and row["c (osu)"] == 0.18 and row["c_mpi"] == "gcc-openmpi"
+    assert row["java / c"] == pytest.approx(45.2 / 0.18)
+    row = table[(table["figure"] == "bandwidth_peak") & (table["java_mpi"] == "Open MPI Java")]
+    assert row.iloc[0]["java / c"] == pytest.approx(4112.06 / 12192.42)
+    # Without OSU figures the Java rows stay, C empty.
+    alone = seed_tables.java_against_c(
+        pd.DataFrame(list(figure_rows.rows_of_run(run))).query("check == 'JavaPingPongCheck'")
+    )
+    assert len(alone) == 6 and alone["c (osu)"].isna().all()

@@ -6,7 +6,8 @@ site's own OSU figures; :func:`page_loss` is the Blue Gene slides' table: the pe
 lost with small (4 KiB) pages against large (2 MiB) ones, in %, per benchmark;
 :func:`message_distribution` is the multi-core study's: the share of MPI messages and volume
 per channel (same socket, other socket, other node) per benchmark and by size, beside the
-study's own finding (:data:`MESSAGES_SEED`).
+study's own finding (:data:`MESSAGES_SEED`); :func:`java_against_c` is the ARM-cluster
+study's Java against C ping-pong: MPJ Express and Open MPI's Java bindings against OSU.
 """
 
 import json
@@ -133,3 +134,60 @@ def _size_counts(per_run, channel):
         for name in per_run.columns
         if name.startswith(prefix) and name.endswith("B")
     }
+
+
+#: Java against C (issue 28): the Java ping-pong's check and the OSU checks it is set against.
+JAVA = "JavaPingPongCheck"
+#: Figure -> the OSU check that has it (both at 1 B / the peak over all sizes).
+JAVA_AGAINST_C = {"latency_small": "OsuLatencyCheck", "bandwidth_peak": "OsuBandwidthCheck"}
+JAVA_LABELS = {"multicore": "MPJ multicore", "niodev": "MPJ niodev", "ompi": "Open MPI Java"}
+JAVA_COLUMNS = ["site", "figure", "unit", "java", "java_mpi", "c (osu)", "c_mpi", "java / c"]
+
+
+def java_against_c(figures):
+    """One row per site, figure and Java set-up: the median Java figure over the runs, OSU's
+    median of the same figure on the same site (core mapping, shared memory, per MPI of the
+    environment: both MPIs of the site's toolchains) and their ratio. ``latency_small`` is at
+    1 B on both sides; ``bandwidth_peak`` is a ping-pong bandwidth in Java and osu_bw's (64
+    messages in flight) in C, so its ratio is the one the study's plots show, not like for like.
+    """
+    java = with_vars(figures[figures["check"] == JAVA], "device", "mapping")
+    osu = with_vars(
+        figures[figures["check"].isin(list(JAVA_AGAINST_C.values()))], "mapping", "transport"
+    )
+    osu = osu[(osu["mapping"] == "core") & (osu["transport"] == "shm")]
+    out = []
+    java = java[java["figure"].isin(list(JAVA_AGAINST_C)) & (java["mapping"] == "core")]
+    for (site, figure, device), group in java.groupby(["site", "figure", "device"]):
+        c = osu[(osu["site"] == site) & (osu["figure"] == figure)]
+        c = c[c["check"] == JAVA_AGAINST_C[figure]]
+        value = group["value"].median()
+        if c.empty:
+            out.append(
+                {
+                    "site": site,
+                    "figure": figure,
+                    "unit": group["unit"].iloc[0],
+                    "java": value,
+                    "java_mpi": JAVA_LABELS.get(device, device),
+                    "c (osu)": None,
+                    "c_mpi": None,
+                    "java / c": None,
+                }
+            )
+            continue
+        for environ, per_mpi in c.groupby("environ"):
+            osu_value = per_mpi["value"].median()
+            out.append(
+                {
+                    "site": site,
+                    "figure": figure,
+                    "unit": group["unit"].iloc[0],
+                    "java": value,
+                    "java_mpi": JAVA_LABELS.get(device, device),
+                    "c (osu)": osu_value,
+                    "c_mpi": environ,
+                    "java / c": value / osu_value if osu_value else None,
+                }
+            )
+    return pd.DataFrame(out, columns=JAVA_COLUMNS)
