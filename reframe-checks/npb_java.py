@@ -21,7 +21,8 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, npb_java  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
-from sitebench.run.spack_build import SpackBuild  # noqa: E402
+from sitebench.run.spack_build import SpackBuild, site_environment  # noqa: E402
+from sitebench.spack import toolchain_roots  # noqa: E402
 
 #: NPB class per scale, as NpbCheck's (quick A, full C).
 CLASSES = {"quick": "A", "full": "C"}
@@ -30,10 +31,28 @@ CLASSES = {"quick": "A", "full": "C"}
 TOO_LONG = {("quick", "lu"): "LU class A ran over 100 s here (CG 3 s, FT 12 s, IS 4 s, MG 6 s)"}
 
 
+def missing_root(partition):
+    """Why the site's environment cannot give npb-java (not one of its concretized roots),
+    or None: the substitute is optional, a site adds ``npb-java`` to its specs to run it."""
+    env = site_environment(partition)
+    roots = {name for name, _parts, _hash in toolchain_roots.roots(env)}
+    if roots and "npb-java" not in roots:
+        return (
+            f"npb-java is not a root of {env} (the NPB-MPJ substitute is optional: add "
+            f"'npb-java' to its specs to run it)"
+        )
+    return None
+
+
 class NpbJavaBuild(SpackBuild):
-    """NASA's NPB 3.0 Java version, built with javac."""
+    """NASA's NPB 3.0 Java version, built with javac (skipped where it is no root)."""
 
     spack_spec = "npb-java"
+
+    @run_after("setup")
+    def only_as_a_root(self):
+        reason = missing_root(self.current_partition)
+        self.skip_if(bool(reason), reason)
 
 
 @rfm.simple_test
@@ -47,6 +66,7 @@ class NpbJavaCheck(SitebenchBenchmark):
     the full scale).
     Variables: ``threads`` (0: every core of the partition).
     Figures: ``mops_total`` (Mop/s), ``time`` (s), as ``NpbCheck``'s.
+    Skipped, saying so, where the site's concretized environment has no ``npb-java`` root.
     Sanity: "Verification = Successful"; benchmark, class and threads as asked.
     Fixture: :class:`NpbJavaBuild`.
     """
@@ -79,6 +99,8 @@ class NpbJavaCheck(SitebenchBenchmark):
     def set_command(self):
         reason = TOO_LONG.get((self.scale, self.benchmark))
         self.skip_if(bool(reason), f"{self.benchmark} at the {self.scale} scale: {reason}")
+        reason = missing_root(self.current_partition)
+        self.skip_if(bool(reason), reason)
         self.npb_class = self.npb_class or CLASSES[self.scale]
         self.threads = self.threads or self.processor_cores()
         self.num_cpus_per_task = self.threads
