@@ -155,8 +155,9 @@ def prepare(base, sites, nights, progress=print):
     t0 = time.perf_counter()
     subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True)
     cloned = time.perf_counter() - t0
-    tip = _git(bare, "rev-parse", "main", text=True).strip()
-    exchange.Exchange(clone).create(str(bare), "main", "", baseline=tip)
+    joined = exchange.Exchange(clone)
+    joined.create(str(bare), "main", "")
+    joined.git("update-ref", exchange.ACCEPTED, joined.fetch())  # the history, as migrate takes it
     (base / "sites/site-configs/site00").mkdir(parents=True)
     t0 = time.perf_counter()
     counts = store.refresh_all(clone, base / "store")

@@ -119,7 +119,7 @@ class Exchange:
     def exists(self):
         return (self.git_dir / "HEAD").is_file()
 
-    def create(self, remote, branch, prefix, baseline=None):
+    def create(self, remote, branch, prefix):
         self.results_root.mkdir(parents=True, exist_ok=True)
         if not self.exists:
             tmp = Path(tempfile.mkdtemp(prefix=".exchange-", dir=self.results_root))
@@ -128,8 +128,6 @@ class Exchange:
         self.git("config", "sitebench.remote", remote)
         self.git("config", "sitebench.branch", branch)
         self.git("config", "sitebench.prefix", prefix)
-        if baseline:
-            self.git("update-ref", ACCEPTED, baseline)
 
     def setting(self, key, default=None):
         proc = self.git("config", "--get", f"sitebench.{key}", check=False)
