@@ -358,3 +358,14 @@ def test_report_sets_java_against_c_figure_by_figure():
         pd.DataFrame(list(figure_rows.rows_of_run(run))).query("check == 'JavaPingPongCheck'")
     )
     assert len(alone) == 6 and alone["c (osu)"].isna().all()
+    # The report's section carries the table and a chart of the Java figures.
+    from sitebench.report import sections
+
+    figs = pd.DataFrame(list(figure_rows.rows_of_run(run)))
+    figs["site_label"], figs["date"], figs["hostname"], figs["href"] = "local", "d", "vm", "#"
+    figs["ranks"] = pd.array([None] * len(figs), dtype="Int64")
+    runs = pd.DataFrame({"site": ["local"], "emulated": [False]})
+    (java_section,) = [
+        s for s in sections.seed_sections(figs, runs, ["local"]) if s.anchor == "java"
+    ]
+    assert len(java_section.table) == 6 and java_section.charts

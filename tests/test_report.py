@@ -259,7 +259,7 @@ def test_no_runs_gives_a_page_that_says_so(tmp_path):
 
     text = out.read_text()
     # STREAM, sysbench, PARSEC, ping-pong, HPL, NPB, Jacobi, ring, page size, messages.
-    assert text.count("No runs of this check") == 10
+    assert text.count("No runs of this check") == 11
     assert 'content="0"' in text and 'class="sb-chart"' not in text
     assert "No site measured power" in text
 

@@ -350,4 +350,26 @@ def seed_sections(figs, runs, labels):
     )
     if len(shares) > 1:
         messages.table = shares
-    return [jacobi, ring_section, pages, messages]
+    return [jacobi, ring_section, pages, messages, _java_section(figs, runs, labels)]
+
+
+def _java_section(figs, runs, labels):
+    """The ARM-cluster study's Java message passing against C MPI, figure by figure."""
+    java = figs[figs["check"] == seed_tables.JAVA]
+    section = _section(
+        "java",
+        "Java message passing against C MPI",
+        "sitebench's Java ping-pong (OSU's method) under MPJ Express (multicore: one JVM; "
+        "niodev: TCP through its daemon on loopback) and Open MPI's Java bindings, against "
+        "OSU's C ping-pong of the same site (core mapping, shared memory, per MPI): 1-byte "
+        "latency (lower is better) and peak bandwidth (a ping-pong in Java, osu_bw's 64 "
+        "messages in flight in C, as the study plotted them: not like for like). Medians over "
+        "the runs. Derivation: reframe-checks/README.md.",
+        java,
+        runs,
+        [charts.per_case(java, labels, title="Java ping-pong per set-up")],
+    )
+    table = seed_tables.java_against_c(figs)
+    if not table.empty:
+        section.table = table[seed_tables.JAVA_COLUMNS]
+    return section
