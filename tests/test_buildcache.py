@@ -333,17 +333,28 @@ class _InTree:
         return getattr(self._spack, name)
 
 
-def _keyring():
-    """A private GnuPG home for Spack (short: gpg-agent's socket path is limited)."""
+@pytest.fixture
+def keyrings():
+    """Private GnuPG homes for Spack (short paths: gpg-agent's socket path is limited); their
+    agents stopped and the homes removed at the end."""
+    import shutil
     import tempfile
 
-    home = tempfile.mkdtemp(prefix="sbgpg-", dir="/tmp")
-    return {**os.environ, "SPACK_GNUPGHOME": home}
+    homes = []
+
+    def make():
+        homes.append(tempfile.mkdtemp(prefix="sbgpg-", dir="/tmp"))
+        return {**os.environ, "SPACK_GNUPGHOME": homes[-1]}
+
+    yield make
+    for home in homes:
+        subprocess.run(["gpgconf", "--homedir", home, "--kill", "all"], check=False)
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.mark.spack
 @pytest.mark.reliability_input
-def test_a_centre_cache_is_signed_and_checked(seeded, spack, tmp_path):
+def test_a_centre_cache_is_signed_and_checked(seeded, spack, tmp_path, keyrings):
     """Pushed signed from the machine that built; another machine (its own keyring, its own
     tree) refuses it until it trusts the centre's key, refuses an unsigned cache unless
     told, and installs what it trusts without building."""
@@ -351,7 +362,7 @@ def test_a_centre_cache_is_signed_and_checked(seeded, spack, tmp_path):
     from sitebench.spack import signed_cache
 
     top, env_dir, unsigned = seeded
-    centre, cluster = _keyring(), _keyring()
+    centre, cluster = keyrings(), keyrings()
     spack.run("gpg", "create", "sitebench test", "test@example.org", capture=True, env=centre)
     spack.run("gpg", "export", tmp_path / "centre.pub", capture=True, env=centre)
     shared = tmp_path / "centre-cache"
