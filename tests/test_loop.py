@@ -33,6 +33,7 @@ ALL_CHECKS = {
     "JacobiCheck",
     "RingCheck",
     "PagesCheck",
+    "JavaPingPongCheck",
 }
 
 
@@ -113,7 +114,7 @@ def test_reframe_loads_every_check_once_quickest_build_first():
     cmd = runner.reframe_command(Site.resolve("local"), "quick", "/prefix", "/report.json")
     loaded = [cmd[i + 1] for i, arg in enumerate(cmd) if arg == "-c"]
     every = sorted(str(p) for p in (ROOT / "reframe-checks").glob("*.py"))
-    assert sorted(loaded) == every and len(loaded) == len(every) == 9
+    assert sorted(loaded) == every and len(loaded) == len(every) == 11
     assert [os.path.basename(p) for p in loaded[:2]] == ["stream.py", "ring.py"]
 
 

@@ -41,6 +41,7 @@ ALL_CHECKS = {
     "JacobiCheck",
     "RingCheck",
     "PagesCheck",
+    "JavaPingPongCheck",
 }
 
 
