@@ -370,12 +370,13 @@ class Exchange:
         )
 
 
-#: A push that lost a race with another site's (tried again after a fetch).
-_RACES = ("[rejected]", "cannot lock ref", "failed to update ref", "incorrect old value")
+#: How a remote words a push that lost a race with another site's: tried again after a
+#: fetch (a plain "[rejected]" non-fast-forward is tried again too).
+_RACES = ("cannot lock ref", "failed to update ref", "incorrect old value")
 
 
 def _refused_for_good(text):
-    return "[remote rejected]" in text and not any(race in text for race in _RACES[1:])
+    return "[remote rejected]" in text and not any(race in text for race in _RACES)
 
 
 def _run(args):

@@ -23,6 +23,7 @@ from pathlib import Path
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.common.names import check_name
+from sitebench.results import verify
 from sitebench.results.verify import Rules, fingerprint, read_allowed_signers
 
 
@@ -141,8 +142,6 @@ def listing():
 
 def rules(prefix="", max_file=None, max_run=None):
     """The verification rules with this site's trust list."""
-    from sitebench.results import verify
-
     signers = allowed_signers_file()
     if not signers.exists():
         # git needs the file to exist to verify at all; an empty one trusts no key.
