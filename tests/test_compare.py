@@ -20,12 +20,15 @@ REPORT = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
 FIGURES_IN_REPORT = 9
 
 
-def store_run(site, factor=1.0, started=None, partition=None):
-    """A run whose figures are the real report's times ``factor``."""
+def store_run(site, factor=1.0, started=None, partition=None, disturbed=None):
+    """A run whose figures are the real report's times ``factor``; the cases whose display
+    name starts with ``disturbed`` ran beside other work."""
     report = json.loads(json.dumps(REPORT))
     if started:
         report["session_info"]["time_start"] = started
     for case in report["runs"][0]["testcases"]:
+        if disturbed and case["display_name"].startswith(disturbed):
+            case.update(disturbed=True, foreign_cores=1.5)
         if partition:
             case["partition"] = partition
         for entry in (case.get("perfvalues") or {}).values():
@@ -351,3 +354,22 @@ def test_a_real_two_toolchain_run_gives_a_verdict_per_figure(results_root):
     assert len(compared) > 0
     assert set(compared["beyond_noise"]) <= {"too few runs"}  # one run against one
     assert (compared["n_a"] == 1).all() and (compared["n_b"] == 1).all()
+
+
+def test_sides_holding_disturbed_figures_are_marked(results_root):
+    busy = 2  # runs of side B with HPL beside other work
+    for i, f in enumerate(SPREAD):
+        store_run("a", f)
+        store_run("b", 1.2 * f, disturbed="HplCheck " if i < busy else None)
+    table = compare(Side.parse("a"), Side.parse("b"))
+    by_check = table.set_index("check")
+    # Counted per side and figure; the disturbed figures stay in (compare keeps every run).
+    assert (table["disturbed_a"] == 0).all() and (table["n_b"] == len(SPREAD)).all()
+    assert by_check.loc["HplCheck", "disturbed_b"] == busy
+    assert (by_check.drop("HplCheck")["disturbed_b"] == 0).all()
+    text = render(table, "a", "b")
+    hpl = next(line for line in text.splitlines() if "HplCheck" in line)
+    assert f"(n={len(SPREAD)}, {busy} disturbed)" in hpl
+    assert sum("disturbed)" in line for line in text.splitlines()) == 1
+    assert "\ndisturbed: of the side's runs, measured while other work took" in text
+    assert "disturbed" not in render(compare(Side.parse("a"), Side.parse("a")), "a", "a")

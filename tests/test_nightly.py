@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, first_local_toolchain, sitebench
+from conftest import FIXTURES, ROOT, first_local_toolchain, sitebench
 from sitebench.common.errors import SitebenchError
 from sitebench.common import paths
 from sitebench.nightly import codes, cron, lock, logs, schedule, scrontab, status, systemd, when
@@ -287,6 +287,39 @@ def test_publishing(night_env):
     assert "not published: the results remote is not a git repository" in log_of(night_env)
     assert run_night(SITE, suite=suite_returning(tmp), publish=False) == codes.PASSED
     assert "not published: --no-publish" in log_of(night_env)
+
+
+def store_disturbed_run(cores):
+    """A stored run of the night's site: the real quick report, HPL beside other work that
+    took ``cores``; returns its directory and the name of the disturbed case."""
+    from sitebench.results.rundirs import Incoming
+
+    report = json.loads((FIXTURES / "reframe/report-local-quick.json").read_text())
+    hpl = next(c for c in report["runs"][0]["testcases"] if c["name"].startswith("HplCheck"))
+    hpl.update(disturbed=True, foreign_cores=cores)
+    incoming = Incoming(SITE)
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text('{"cpu_arch": "zen3"}')
+    return incoming.commit(), hpl["name"]
+
+
+def test_the_alert_names_the_cases_other_work_disturbed(night_env, monkeypatch):
+    # The night's own suite (./sitebench run's), ReFrame replaced by a run stored as it
+    # stores one, whose check failed: the alert goes, naming the disturbed case once.
+    from sitebench.nightly import suite
+    from sitebench.results import record
+
+    cores = 1.617
+    run_dir, name = store_disturbed_run(cores)
+    monkeypatch.setattr(record, "run_and_store", lambda *args, **kwargs: (run_dir, 1))
+    assert run_night(SITE, suite=suite.run_once) == codes.FAILED
+    alert = night_env["alerts"].read_text()
+    said = [line for line in alert.splitlines() if line.startswith("disturbed: ")]
+    assert said == [
+        f"disturbed: 1 case(s) ran while other work took the machine's CPU, their figures "
+        f"not judged for drift: {name} ({cores:.2f} cores)"
+    ]
 
 
 @pytest.mark.reliability_fault

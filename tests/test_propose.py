@@ -1,6 +1,7 @@
 """References from history: median, noise-aware tolerance, diff before writing."""
 
 import json
+import statistics
 
 import pytest
 import yaml
@@ -14,8 +15,9 @@ from sitebench.sites import host
 HOST = host.make({"cpu_model": "Test CPU", "sockets": 1, "cores": 4, "cpus": 8, "memory_gib": 16})
 
 
-def store_run(root, name, triads, latency=None, arch="zen3", fingerprint=HOST):
-    """A run directory as the runner stores it, with STREAM-like and latency-like cases."""
+def store_run(root, name, triads, latency=None, arch="zen3", fingerprint=HOST, disturbed=()):
+    """A run directory as the runner stores it, with STREAM-like and latency-like cases;
+    the STREAM cases of the thread counts in ``disturbed`` ran beside other work."""
     cases = [
         {
             "name": f"StreamCheck %threads={threads}",
@@ -26,6 +28,8 @@ def store_run(root, name, triads, latency=None, arch="zen3", fingerprint=HOST):
             "num_threads": threads,
             "reference_keys": ["scale", "num_threads"],
             "perfvalues": {"local:default:Triad": [value, 0, None, None, "MB/s", "pass"]},
+            "disturbed": threads in disturbed,
+            "foreign_cores": 1.5 if threads in disturbed else 0.01,
         }
         for threads, value in triads.items()
     ]
@@ -163,3 +167,41 @@ def test_runs_of_an_older_index_are_left_out(tmp_path):
     assert stream["$index"] == ["$processor.arch", "scale", "num_threads", "variant"]
     assert stream["zen3"]["quick"][1] == {"a": {"Triad": [100, -0.05, None, "MB/s"]}}
     assert any("since changed" in n for n in notes)
+
+
+QUIET_TRIADS = (100.0, 101.0, 99.0)
+BUSY_TRIADS = (60.0, 62.0)  # STREAM beside a hog
+
+
+def store_disturbed_history(root):
+    """Five runs of STREAM on 1 thread, the last two disturbed; on 2 threads all quiet."""
+    values = [(v, ()) for v in QUIET_TRIADS] + [(v, (1,)) for v in BUSY_TRIADS]
+    for i, (triad, disturbed) in enumerate(values):
+        store_run(root, f"2026010{i}T000000Z-aaaaa{i}", {1: triad, 2: 150.0}, disturbed=disturbed)
+
+
+def test_references_leave_disturbed_figures_out_unless_asked(tmp_path):
+    store_disturbed_history(tmp_path)
+    refs = tmp_path / "references.yaml"
+    _, notes = propose.apply("local", refs, last=5, root=tmp_path, write=True)
+    triad = yaml.safe_load(refs.read_text())["StreamCheck"]["zen3"]["quick"][1]["Triad"]
+    assert triad[0] == statistics.median(QUIET_TRIADS)
+    assert notes == [
+        f"{len(BUSY_TRIADS)} disturbed figure(s) left out (--include-disturbed keeps them)"
+    ]
+    _, notes = propose.apply(
+        "local", refs, last=5, root=tmp_path, write=True, include_disturbed=True
+    )
+    triad = yaml.safe_load(refs.read_text())["StreamCheck"]["zen3"]["quick"][1]["Triad"]
+    assert triad[0] == statistics.median(QUIET_TRIADS + BUSY_TRIADS) and notes == []
+
+
+def test_command_line_says_what_it_left_out_and_keeps_it_when_asked(results_root):
+    store_disturbed_history(results_root)
+    plain = sitebench("references", "local", check=True)
+    left_out = f"note: {len(BUSY_TRIADS)} disturbed figure(s) left out (--include-disturbed"
+    assert left_out in plain.stderr and "not written (add --write)" in plain.stdout
+    kept = sitebench("references", "local", "--include-disturbed", check=True)
+    assert "disturbed" not in kept.stderr
+    for out, triads in ((plain, QUIET_TRIADS), (kept, QUIET_TRIADS + BUSY_TRIADS)):
+        assert f"+        Triad: [{propose._round(statistics.median(triads))}, " in out.stdout

@@ -3,6 +3,7 @@ its static tolerance; noise and short histories are not."""
 
 import itertools
 import json
+import statistics
 import time
 
 import pytest
@@ -18,13 +19,16 @@ HPL_REFERENCE = 81.606  # the fixture's own HPL figure
 NOISE = (1.0, 1.01, 0.99, 1.004, 0.996, 1.008, 0.993, 1.002)
 
 
-def store_run(factor=1.0, hpl_factor=None, result="pass", mpich_hpl=None):
+def store_run(factor=1.0, hpl_factor=None, result="pass", mpich_hpl=None, hpl_disturbed=None):
     """A run of site "local": the real report's figures times ``factor`` (HPL's times
     ``hpl_factor``), each still judged ``result`` against its static reference; with
-    ``mpich_hpl``, HPL also ran in a second toolchain, gcc-mpich, at that factor."""
+    ``mpich_hpl``, HPL also ran in a second toolchain, gcc-mpich, at that factor; with
+    ``hpl_disturbed`` (cores), other work took that much CPU while HPL ran."""
     report = json.loads(json.dumps(REPORT))
     cases = report["runs"][0]["testcases"]
     for case in cases:
+        if hpl_disturbed and case["display_name"].startswith("HplCheck "):
+            case.update(disturbed=True, foreign_cores=hpl_disturbed)
         for name, entry in (case.get("perfvalues") or {}).items():
             entry[0] *= hpl_factor if hpl_factor and name.endswith(":gflops") else factor
             if name.endswith(":gflops"):
@@ -135,3 +139,61 @@ def test_command_line_exit_code_on_worse(results_root):
     assert strict.returncode == 1
     js = json.loads(sitebench("regressions", "local", "--format", "json", check=True).stdout)
     assert len(js["history"]) == len(NOISE)
+
+
+HPL_FIGURES = sum(
+    len(c["perfvalues"])
+    for c in REPORT["runs"][0]["testcases"]
+    if c["display_name"].startswith("HplCheck ")
+)
+DISTURBED_HPL = (0.7, 0.69, 0.71, 0.7, 0.72, 0.7, 0.68)  # a hog beside HPL: 30 % lost
+
+
+def store_disturbed_history():
+    """The NOISE history with more runs than it of HPL beside a hog (marked disturbed)."""
+    for quiet, busy in itertools.zip_longest(NOISE, DISTURBED_HPL):
+        store_run(quiet)
+        if busy:
+            store_run(1.0, hpl_factor=busy, hpl_disturbed=1.6)
+
+
+def test_disturbed_figures_are_left_out_of_the_history(results_root):
+    store_disturbed_history()
+    # 4 % slower: a drift against the quiet runs, hidden by the disturbed ones when kept
+    # (their median sits at the edge of the quiet ones, their MAD is the gap to the hog's).
+    last = store_run(1.0, hpl_factor=0.96)
+    _, earlier, df = regress.check_site("local")
+    hpl = df[df["check"] == "HplCheck"].iloc[0]
+    assert drifted(df) == {("HplCheck", "gflops"): "worse"}
+    assert hpl["history_n"] == len(NOISE) and not hpl["disturbed"]
+    assert hpl["history_median"] == pytest.approx(HPL_REFERENCE * statistics.median(NOISE))
+    left_out = len(DISTURBED_HPL) * HPL_FIGURES
+    text = regress.render("local", last.name, earlier, df)
+    assert f"\n{left_out} disturbed figure(s) left out (--include-disturbed keeps them)" in text
+    _, _, kept = regress.check_site("local", include_disturbed=True)
+    hpl = kept[kept["check"] == "HplCheck"].iloc[0]
+    assert hpl["history_n"] == len(NOISE) + len(DISTURBED_HPL) and hpl["drift"] == ""
+    assert "disturbed figure(s) left out" not in regress.render("local", last.name, [], kept)
+
+
+def test_a_disturbed_figure_of_the_run_is_reported_not_judged(results_root):
+    for f in NOISE:
+        store_run(f)
+    last = store_run(1.0, hpl_factor=0.5, hpl_disturbed=1.617)
+    run, earlier, df = regress.check_site("local")
+    hpl = df[df["check"] == "HplCheck"].iloc[0]
+    assert hpl["drift"] == regress.DISTURBED and hpl["foreign_cores"] == 1.617
+    assert drifted(df) == {("HplCheck", "gflops"): regress.DISTURBED}  # not "worse"
+    text = regress.render("local", run, earlier, df)
+    judged = len(df) - HPL_FIGURES
+    assert f": {judged} of {len(df)} figures judged, 0 drifted" in text
+    assert f"{HPL_FIGURES} disturbed figure(s) left out" in text
+    assert "DISTURBED, NOT JUDGED: HplCheck %scale=quick [default%gnu] (gflops; " in text
+    assert "other work took 1.62 cores)" in text
+    # Kept, it is judged as any other: far below its history.
+    _, _, kept = regress.check_site("local", last.name, include_disturbed=True)
+    assert drifted(kept) == {("HplCheck", "gflops"): "worse"}
+    plain = sitebench("regressions", "local", "--fail-on-worse")
+    assert plain.returncode == 0 and "DISTURBED, NOT JUDGED" in plain.stdout
+    kept = sitebench("regressions", "local", "--fail-on-worse", "--include-disturbed")
+    assert kept.returncode == 1 and "WORSE" in kept.stdout

@@ -6,6 +6,7 @@ A page with a broken and an empty chart proves the check does not pass vacuously
 """
 
 import hashlib
+import html
 import json
 import os
 import shutil
@@ -469,3 +470,27 @@ def test_series_name_only_what_differs():
     assert labels == ["a / gcc-mpich", "b / gcc-openmpi"] and title == "partition / toolchain"
     labels, title = toolchains.series_labels(["a", "b"], ["gnu", "gnu"])
     assert labels == ["a", "b"] and title == "partition"
+
+
+def test_disturbed_cases_are_named_in_the_provenance_table(tmp_path):
+    # Two copies of a real run, one with a case marked as other work disturbed it.
+    source = sorted(
+        p for p in (RESULTS / "local").iterdir() if p.is_dir() and not p.name.startswith(".")
+    )[0]
+    root = tmp_path / "results"
+    quiet, busy = (root / "local" / source.name, root / "local" / (source.name[:-6] + "d15ed0"))
+    for run in (quiet, busy):
+        shutil.copytree(source, run)
+    rfm = json.loads((busy / "report.json").read_text())
+    case = next(
+        c for a in rfm["runs"] for c in a["testcases"] if c.get("perfvalues") and not c["fixture"]
+    )
+    case.update(disturbed=True, foreign_cores=1.5)
+    (busy / "report.json").write_text(json.dumps(rfm))
+    text = report.make(results_root=root, store_dir=tmp_path / "s").html
+    assert "Caveat: 1 run(s) have cases measured while other work took the machine" in text
+    rows = {
+        r: text.split(f'<tr id="run-local-{r.name}">')[1].split("</tr>")[0] for r in (quiet, busy)
+    }
+    assert f"<td>{html.escape(case['display_name'])}</td>" in rows[busy]
+    assert "<td>no</td><td>no</td>" in rows[quiet]  # not disturbed, not emulated

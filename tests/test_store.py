@@ -211,3 +211,56 @@ def test_a_query_opens_only_the_sites_it_names(tmp_path, monkeypatch):
     ]
     # A site the index does not hold is not an error: it has no figures.
     assert count(store.connect(tmp_path, sites=["site09"])) == 0
+
+
+def store_disturbed_run(marks):
+    """A run of "local" whose cases carry ``marks`` ({display name: logged variables})."""
+    report = json.loads(json.dumps(REPORT))
+    for case in report["runs"][0]["testcases"]:
+        case.update(marks.get(case["display_name"], {}))
+    incoming = Incoming("local")
+    (incoming.path / "report.json").write_text(json.dumps(report))
+    (incoming.path / "provenance").mkdir()
+    (incoming.path / "provenance/provenance.json").write_text(json.dumps({"cpu_arch": "zen3"}))
+    return incoming.commit()
+
+
+def test_figures_carry_their_cases_disturbed_mark_and_foreign_cores(results_root):
+    measured = [c["display_name"] for c in CASES if c["perfvalues"]]
+    one, hpl = measured[0], measured[-1]
+    store_disturbed_run(
+        {
+            one: {"disturbed": True, "foreign_cores": 1.617},
+            hpl: {"disturbed": False, "foreign_cores": -1.0},  # not measured (not local)
+        }
+    )
+    con = store.open_store(["local"])
+    rows = con.execute(
+        "SELECT \"check\" || ' ' || params, disturbed, foreign_cores, count(*) FROM figures "
+        "GROUP BY ALL ORDER BY ALL"
+    ).fetchall()
+    by_case = {case: (mark, cores, n) for case, mark, cores, n in rows}
+    perf = {c["display_name"]: len(c["perfvalues"] or {}) for c in CASES}
+    # Every figure of the case carries it (its job_wall too): one row per figure.
+    assert by_case[one] == (True, 1.617, perf[one] + 1)
+    assert by_case[hpl] == (False, None, perf[hpl] + 1)  # -1 is "not measured": null
+    others = {case: v for case, v in by_case.items() if case not in (one, hpl)}
+    assert others and all(v[:2] == (False, None) for v in others.values())
+
+
+def test_runs_stored_before_the_mark_read_as_not_disturbed(results_root):
+    assert not any("disturbed" in c or "foreign_cores" in c for c in CASES)  # an old report
+    store_run()
+    con = store.open_store(["local"])
+    marks = con.execute("SELECT DISTINCT disturbed, foreign_cores FROM figures").fetchall()
+    assert marks == [(False, None)]
+
+
+@pytest.mark.reliability_input
+def test_a_disturbed_mark_that_is_not_a_bool_is_null_and_named(results_root):
+    # A report from elsewhere saying "false" as text: never read as true.
+    store_disturbed_run({CASES[0]["display_name"]: {"disturbed": "false"}})
+    con = store.open_store(["local"])
+    assert con.execute("SELECT count(*) FROM figures WHERE disturbed").fetchone()[0] == 0
+    assert con.execute("SELECT count(*) FROM figures WHERE disturbed IS NULL").fetchone()[0]
+    assert [why for *_, why in store.flagged(["local"])][0].endswith("'false')")

@@ -16,6 +16,11 @@ def setup_parser(p):
         default=0.05,
         help="smallest tolerance, a fraction (default 0.05; raise it on shared machines)",
     )
+    p.add_argument(
+        "--include-disturbed",
+        action="store_true",
+        help="use figures measured while other work took the CPU too (left out by default)",
+    )
 
 
 def command(args):
@@ -25,7 +30,12 @@ def command(args):
     site = Site.resolve(args.site)
     path = site.references
     change, notes = propose.apply(
-        site.name, path, last=args.last, write=args.write, min_tolerance=args.min_tolerance
+        site.name,
+        path,
+        last=args.last,
+        write=args.write,
+        min_tolerance=args.min_tolerance,
+        include_disturbed=args.include_disturbed,
     )
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -14,12 +14,19 @@ def setup_parser(p):
     p.add_argument(
         "--fail-on-worse", action="store_true", help="exit 1 when a figure drifted to worse"
     )
+    p.add_argument(
+        "--include-disturbed",
+        action="store_true",
+        help="judge figures measured while other work took the CPU, and keep them in the history",
+    )
 
 
 def command(args):
     from sitebench.results import regress
 
-    run, earlier, df = regress.check_site(args.site, args.run, args.history, warn=warn)
+    run, earlier, df = regress.check_site(
+        args.site, args.run, args.history, warn=warn, include_disturbed=args.include_disturbed
+    )
     print(regress.render(args.site, run, earlier, df, args.format))
     worse = (df["drift"] == "worse").any()
     return 1 if worse and args.fail_on_worse else 0

@@ -75,6 +75,14 @@ def publish_run(site, publisher):
     return said, result.published
 
 
+def disturbed_line(cases):
+    """The alert's one line naming the cases other work disturbed."""
+    return (
+        f"disturbed: {len(cases)} case(s) ran while other work took the machine's CPU, their "
+        f"figures not judged for drift: {', '.join(cases)}"
+    )
+
+
 def _stamp(t):
     return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(t))
 
@@ -303,6 +311,8 @@ def _locked(site, scale, reframe_args, publish, suite, publisher, say, named=Fal
         + (f", {outcome.worse} figure(s) drifted worse" if outcome.worse else "")
         + ")"
     )
+    if outcome.disturbed:
+        lines.append(disturbed_line(outcome.disturbed))
     lines += [outcome.summary, outcome.drift]
     code = codes.FAILED if failed or outcome.worse else codes.PASSED
     if not publish:

@@ -1,7 +1,7 @@
 """The suite run, stored, summarized and judged against history, as ``./sitebench run``
 does it; ``run`` and ``nightly run`` both call :func:`run_once`."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebench.common import paths
@@ -15,6 +15,8 @@ class Outcome:
     summary: str
     drift: str
     worse: int  # figures that drifted worse than the site's history
+    #: The cases other work disturbed, "name (cores)": left out of the drift check.
+    disturbed: list = field(default_factory=list)
 
 
 def judge_drift(run_dir, warn=None):
@@ -34,6 +36,7 @@ def run_once(site, scale="quick", reframe_args=(), warn=None):
     """Build, run and store the suite on ``site``; print the stored run, its summary and its
     drift; return the :class:`Outcome`."""
     from sitebench.results import record, summary
+    from sitebench.results.rundirs import load_run
 
     run_dir, code = record.run_and_store(site, scale, reframe_args)
     print("\n==> stored " + paths.shown(run_dir))
@@ -41,4 +44,5 @@ def run_once(site, scale="quick", reframe_args=(), warn=None):
     print(text)
     drift, worse = judge_drift(run_dir, warn)
     print(drift)
-    return Outcome(Path(run_dir), code, text, drift, worse)
+    disturbed = summary.disturbed_cases(load_run(run_dir))
+    return Outcome(Path(run_dir), code, text, drift, worse, disturbed)

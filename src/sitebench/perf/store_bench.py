@@ -118,6 +118,8 @@ def synthesize(root, sites=10, years=5, seed=1):
                 "case_vars": _dict(case_vars, codes=param_code),
                 "problem": _dict([json.dumps({"n": 10000})], n),
                 "host": pa.nulls(n, pa.string()),
+                "disturbed": pa.repeat(pa.scalar(False), n),
+                "foreign_cores": pa.nulls(n, pa.float64()),
             }
         )
         run_table = pa.table(

@@ -96,6 +96,17 @@ def _unpack_runs(runs):
     return runs
 
 
+def disturbed_cases(con):
+    """{(site, run): ["check params", ...]} of the cases other work disturbed (the store's
+    ``disturbed``), for the provenance table."""
+    found = {}
+    for site, run, check, params in con.execute(
+        'SELECT DISTINCT site, run, "check", params FROM figures WHERE disturbed ORDER BY ALL'
+    ).fetchall():
+        found.setdefault((site, run), []).append(f"{check} {params or ''}".strip())
+    return found
+
+
 def _when(stamp):
     if stamp is None or pd.isna(stamp):
         return "unknown date"
@@ -246,6 +257,8 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
         note(why)  # indexed with values of the wrong type as null: named every time
     con = store.connect(index, sites=chosen)
     runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
+    disturbed = disturbed_cases(con)
+    runs["disturbed"] = [disturbed.get((s, r), []) for s, r in zip(runs.site, runs.run)]
     figures, left_out = newest_problem(_query(con, "SELECT * FROM figures"))
     for message in left_out:
         note(message)

@@ -61,6 +61,13 @@ def header(data, chart_count, stale_days=None):
             f"{'is' if len(emulated) == 1 else 'are'} emulated (its provenance says so): its "
             "timings mean nothing for speed, only that the benchmarks run.</p>"
         )
+    marked = int(sum(bool(cases) for cases in runs["disturbed"])) if len(runs) else 0
+    if marked:
+        lines.append(
+            f'<p class="sb-note">Caveat: {marked} run(s) have cases measured while other work '
+            "took the machine's CPU (disturbed; named in the provenance table): their points are "
+            "not the machine's alone.</p>"
+        )
     days = DEFAULT_DAYS if stale_days is None else stale_days
     for site, when in stale_sites(data.results_root, days, data.generated, set(data.sites)):
         lines.append(
@@ -79,7 +86,7 @@ def provenance_table(runs):
     """Every run: when, where, with which Spack, sitebench and ReFrame; one anchor each."""
     head = (
         "site run started finished CPU host source Spack builtin-repo sitebench ReFrame "
-        "scheduler cases failed emulated"
+        "scheduler cases failed disturbed emulated"
     ).split()
     rows = []
     for run in runs.itertuples(index=False):
@@ -105,6 +112,7 @@ def provenance_table(runs):
             escape(scheduler),
             escape(_number(run.cases)),
             escape(_number(run.failures)),
+            escape(", ".join(run.disturbed) or "no"),
             "yes" if run.emulated else "no",
         ]
         anchor = escape(run_anchor(run.site, run.run))

@@ -28,6 +28,10 @@ size...) is part of the key: a figure present on both sides but with no problem 
 common is not compared; it is listed as such (``beyond_noise`` "not compared: no common
 problem size", the sizes of each side in ``problem``) instead of given a ratio.
 
+A side's figures measured while other work took the machine's CPU (the store's ``disturbed``)
+are kept, and counted per side (``disturbed_a``, ``disturbed_b``): the table marks the side's
+cell ("K disturbed"), so a ratio resting on them is read with care.
+
 The figures come from the results store (:mod:`sitebench.results.store`, DuckDB over Parquet).
 """
 
@@ -62,6 +66,8 @@ COLUMNS = KEYS + [
     "ratio",
     "p_value",
     "beyond_noise",
+    "disturbed_a",
+    "disturbed_b",
 ]
 _SPEC = re.compile(
     r"^(?P<site>[^:/@%]+)(?::(?P<partition>[^/@%]+))?(?:%(?P<toolchain>[^/@%]+))?"
@@ -174,17 +180,19 @@ def query(con, a_where, b_where, job_wall=False):
     wall = "" if job_wall else "AND figure <> 'job_wall'"
     sql = f"""
     WITH sel AS (
-        SELECT false AS b, {keys}, unit, value FROM figures
+        SELECT false AS b, {keys}, unit, value, disturbed FROM figures
         WHERE {cond_a} AND isfinite(value) {wall}
         UNION ALL
-        SELECT true AS b, {keys}, unit, value FROM figures
+        SELECT true AS b, {keys}, unit, value, disturbed FROM figures
         WHERE {cond_b} AND isfinite(value) {wall}
     ), stats AS (
         SELECT {keys}, any_value(unit) AS unit,
             count(*) FILTER (NOT b) AS n_a,
             quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (NOT b) AS q_a,
             count(*) FILTER (b) AS n_b,
-            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (b) AS q_b
+            quantile_cont(value, [0.25, 0.5, 0.75]) FILTER (b) AS q_b,
+            count(*) FILTER (NOT b AND disturbed) AS disturbed_a,
+            count(*) FILTER (b AND disturbed) AS disturbed_b
         FROM sel GROUP BY ALL
         HAVING count(*) FILTER (NOT b) > 0 AND count(*) FILTER (b) > 0
     ), numbered AS (
@@ -200,7 +208,8 @@ def query(con, a_where, b_where, job_wall=False):
         FROM tied GROUP BY ALL
     )
     SELECT {keys}, unit, n_a, q_a[2] AS median_a, q_a[3] - q_a[1] AS iqr_a,
-        n_b, q_b[2] AS median_b, q_b[3] - q_b[1] AS iqr_b, rank_sum_a, ties
+        n_b, q_b[2] AS median_b, q_b[3] - q_b[1] AS iqr_b, rank_sum_a, ties,
+        disturbed_a, disturbed_b
     FROM stats JOIN u USING ("check", params, problem, figure)
     ORDER BY "check", params, problem, figure
     """
@@ -404,8 +413,11 @@ def render(table, a_label, b_label, fmt="table"):
         head = f"no figure of the same problem size is present in both {a_label} and {b_label}"
         return head + _not_compared_lines(apart) + warnings
 
-    def spread(median, iqr, n):
-        return f"{num(median)} ±{num(iqr / 2)} (n={n})" if n > 1 else f"{num(median)} (n=1)"
+    def spread(median, iqr, n, disturbed):
+        marked = f", {int(disturbed)} disturbed" if disturbed > 0 else ""
+        if n > 1:
+            return f"{num(median)} ±{num(iqr / 2)} (n={n}{marked})"
+        return f"{num(median)} (n=1{marked})"
 
     shown = pd.DataFrame(
         {
@@ -414,8 +426,12 @@ def render(table, a_label, b_label, fmt="table"):
             "problem": [figures.shown_problem(p) for p in table["problem"]],
             "figure": table["figure"],
             "unit": table["unit"],
-            f"A: {a_label}": map(spread, table["median_a"], table["iqr_a"], table["n_a"]),
-            f"B: {b_label}": map(spread, table["median_b"], table["iqr_b"], table["n_b"]),
+            f"A: {a_label}": map(
+                spread, table["median_a"], table["iqr_a"], table["n_a"], table["disturbed_a"]
+            ),
+            f"B: {b_label}": map(
+                spread, table["median_b"], table["iqr_b"], table["n_b"], table["disturbed_b"]
+            ),
             "B/A": [f"{r:.3f}" if pd.notna(r) else "-" for r in table["ratio"]],
             "p": [f"{p:.2g}" for p in table["p_value"]],
             "beyond noise": table["beyond_noise"],
@@ -425,6 +441,11 @@ def render(table, a_label, b_label, fmt="table"):
         f"\nmedian ±IQR/2 over runs; beyond noise: two-sided Mann-Whitney U test, p < {ALPHA:g}"
         " (exact for small samples without ties)"
     )
+    if (table["disturbed_a"] > 0).any() or (table["disturbed_b"] > 0).any():
+        note += (
+            "\ndisturbed: of the side's runs, measured while other work took the machine's CPU "
+            "(not the machine's alone; the drift check and references leave them out)"
+        )
     if not shown["problem"].astype(bool).any():
         shown = shown.drop(columns="problem")
     return shown.to_string(index=False) + note + _not_compared_lines(apart) + warnings

@@ -3,7 +3,7 @@
 Reads ReFrame's own run report (``report.json``) of each run; columns:
 site, run, started, system, partition, environ, check, params, figure, value,
 unit, reference, lower, upper, result, arch, ref_keys, ref_index, case_vars,
-problem, host.
+problem, host, disturbed, foreign_cores.
 ``params`` is the test's display name without the check name (e.g.
 ``%scale=quick %threads=all``), so rows group by parameter set without parsing
 test names further. ``arch`` is the run's CPU microarchitecture (provenance);
@@ -27,6 +27,12 @@ to where the partition's references and history are per host (the check's logged
 ``host_fingerprint``), null where they are site-wide. Runs stored before the checks logged
 it: per host for sites ``local`` and ``local-slurm`` (the id recorded in, or derived from,
 the run's provenance), site-wide for every other site.
+
+``disturbed`` says whether other work took more than ``DISTURBED_SHARE`` of the machine's
+CPUs while the figure's case ran, ``foreign_cores`` how many cores it took (the case's logged
+variables, :mod:`sitebench.run.disturbance`): the drift check and the proposed references
+leave disturbed figures out. Runs stored before cases logged them read as not disturbed,
+``foreign_cores`` null (as where it was not measured: the check logs -1 there).
 
 On request (``job_wall=True``), every case that ran also has ``job_wall`` (s): ReFrame's
 run phase, from submitting the job to seeing it finish. Compared between a site and the same
@@ -62,6 +68,8 @@ COLUMNS = [
     "case_vars",
     "problem",
     "host",
+    "disturbed",
+    "foreign_cores",
 ]
 
 #: The problem-size variables of the checks, for runs stored before they logged them.
@@ -88,6 +96,13 @@ def _case_vars(case, params):
         if isinstance(case.get(key), (str, int, float, bool)) or case.get(key) is None:
             values[key] = case.get(key)
     return json.dumps(values, sort_keys=True)
+
+
+def _foreign_cores(case):
+    # -1 is the check's "not measured" (jobs not started on this machine): null, as unknown.
+    value = case.get("foreign_cores")
+    measured = not isinstance(value, (int, float)) or isinstance(value, bool) or value >= 0
+    return value if measured else None
 
 
 def problem_of(case, check):
@@ -162,6 +177,9 @@ def rows_of_run(run, job_wall=False):
                 if "host_fingerprint" in case
                 else legacy_host
             ),
+            # Older runs lack the mark: their cases were not measured, so not disturbed.
+            "disturbed": False if case.get("disturbed") is None else case.get("disturbed"),
+            "foreign_cores": _foreign_cores(case),
         }
         ran = case.get("result") in ("pass", "fail")
         if job_wall and ran and case.get("time_run") is not None:

@@ -21,7 +21,9 @@ used, and the proposal records that host's fingerprint as ``$host``
 (:mod:`sitebench.sites.host`): the references then apply on that host only. Where one
 reference entry was measured at several problem sizes (the store's
 ``problem``: HPL's N, NPB's class...), only the size of its newest run is used; the others
-are named in the notes.
+are named in the notes. Figures measured while other work took the machine's CPU (the store's
+``disturbed``) are left out unless ``include_disturbed``: they are not the machine's alone,
+and would move the median; the notes say how many.
 
 The values come from the results store (:mod:`sitebench.results.store`): one DuckDB query over
 the Parquet index, so years of nightly runs take no longer than a few.
@@ -67,10 +69,26 @@ def newest_host(con, site):
     ).fetchone()[0]
 
 
-def history(con, site, last, host_id=None):
+def count_disturbed(con, site, runs):
+    """How many figures of ``runs`` (judged ones: finite, not the job's wall time) were
+    measured while other work took the machine's CPU."""
+    return con.execute(
+        "SELECT count(*) FROM figures WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[])) "
+        "AND figure <> 'job_wall' AND isfinite(value) AND disturbed",
+        [site, list(runs)],
+    ).fetchone()[0]
+
+
+def disturbed_left_out(count):
+    """The one line the drift check and the references say of what they left out."""
+    return f"{count} disturbed figure(s) left out (--include-disturbed keeps them)"
+
+
+def history(con, site, last, host_id=None, include_disturbed=False):
     """Per (check, arch, toolchain, keys, key values, figure) over the site's last ``last``
     runs (of host ``host_id`` only, when given): unit, median, MAD, count, whether the keys
-    are the check's current index, and the problem sizes left out."""
+    are the check's current index, and the problem sizes left out. Disturbed figures are
+    left out unless ``include_disturbed``."""
     where_host = (
         "AND run IN (SELECT run FROM figures WHERE site = ? AND host = ?)" if host_id else ""
     )
@@ -86,7 +104,7 @@ def history(con, site, last, host_id=None):
         WITH chosen AS (
             SELECT * FROM figures
             WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
-              AND figure <> 'job_wall' AND isfinite(value)
+              AND figure <> 'job_wall' AND isfinite(value) AND (? OR disturbed IS NOT TRUE)
         ), sizes AS (
             -- One problem size per entry: that of its newest run.
             SELECT "check", arch, environ, ref_keys, ref_index, figure,
@@ -118,7 +136,7 @@ def history(con, site, last, host_id=None):
         GROUP BY ALL
         ORDER BY ALL
         """,
-        [site, runs],
+        [site, runs, include_disturbed],
     ).fetchall()
     return runs, rows
 
@@ -127,7 +145,9 @@ def _warn_stderr(message):
     print(f"warning: {message}", file=sys.stderr)
 
 
-def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
+def propose(
+    site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE, include_disturbed=False
+):
     """The proposed references mapping, the notes on what was left out, and the runs used.
 
     Where the site's figures are per host, the mapping starts with ``$host``: the fingerprint
@@ -135,7 +155,7 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
     (unreadable, hostile) are named through ``warn`` (default: on stderr)."""
     con = store.open_store([site], root, warn or _warn_stderr)
     host_id = newest_host(con, site)
-    runs, rows = history(con, site, last, host_id)
+    runs, rows = history(con, site, last, host_id, include_disturbed)
     if len(runs) < MIN_RUNS:
         raise SitebenchError(
             f"site {site!r} has {len(runs)} stored run(s); references need at least "
@@ -143,6 +163,9 @@ def propose(site, last=5, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
             f"run the suite again (./sitebench run --site {site}) until there are {MIN_RUNS}",
         )
     proposal, notes = build(rows, min_tolerance)
+    disturbed = 0 if include_disturbed else count_disturbed(con, site, runs)
+    if disturbed:
+        notes.append(disturbed_left_out(disturbed))
     if host_id and proposal:
         fp = run_host(con, site, runs[-1], root)
         if fp.get("id") == host.UNKNOWN:
@@ -264,14 +287,23 @@ def diff(path, new_text):
     )
 
 
-def apply(site, path, last=5, write=False, root=None, warn=None, min_tolerance=MIN_TOLERANCE):
+def apply(
+    site,
+    path,
+    last=5,
+    write=False,
+    root=None,
+    warn=None,
+    min_tolerance=MIN_TOLERANCE,
+    include_disturbed=False,
+):
     """Diff (and with ``write``, the new file) of ``path`` against the proposal."""
     if not 0 <= min_tolerance < 1:
         raise SitebenchError(
             f"minimum tolerance {min_tolerance} is not a fraction",
             "give a number from 0 to 1, e.g. 0.05 for 5 %",
         )
-    proposal, notes, runs = propose(site, last, root, warn, min_tolerance)
+    proposal, notes, runs = propose(site, last, root, warn, min_tolerance, include_disturbed)
     if not proposal:
         raise SitebenchError(
             f"no figure of site {site!r} could be proposed",

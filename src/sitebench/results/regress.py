@@ -13,18 +13,32 @@ a drift is |z| > Z_LIMIT = 3.5 (Iglewicz and Hoaglin's cut-off for the modified 
 judged only with at least MIN_HISTORY values. Its direction follows the unit: times and
 latencies are worse upwards, rates downwards. A drift is flagged even when the figure is
 still inside its static tolerance (``result`` pass) - that is the point.
+
+Figures measured while other work took the machine's CPU (the store's ``disturbed``) are left
+out by default, from the history and as the judged figure: a disturbed history would move
+the median and widen the noise, and a disturbed figure says nothing of the machine. Such a
+figure of the run is "disturbed, not judged"; ``include_disturbed`` keeps them all.
 """
 
 import json
 
+import pandas as pd
+
 from sitebench.results import figures, store
 from sitebench.results.compare import num
 from sitebench.common.errors import SitebenchError
-from sitebench.results.propose import LOWER_IS_BETTER_UNITS, MAD_TO_SIGMA
+from sitebench.results.propose import (
+    LOWER_IS_BETTER_UNITS,
+    MAD_TO_SIGMA,
+    count_disturbed,
+    disturbed_left_out,
+)
 
 Z_LIMIT = 3.5
 MIN_HISTORY = 5
 SIGMA_FLOOR = 0.005
+#: The verdict of a disturbed figure of the judged run, left out of the drift check.
+DISTURBED = "disturbed, not judged"
 COLUMNS = [
     "check",
     "params",
@@ -39,11 +53,14 @@ COLUMNS = [
     "history_median",
     "z",
     "drift",
+    "disturbed",
+    "foreign_cores",
 ]
 
 
-def drifts(con, site, run=None, history=20):
-    """Every judged figure of ``run`` (default: the newest) with its z-score and drift."""
+def drifts(con, site, run=None, history=20, include_disturbed=False):
+    """Every figure of ``run`` (default: the newest) with its z-score and drift; disturbed
+    figures are left out unless ``include_disturbed`` (see the module's docstring)."""
     query = "SELECT run FROM runs WHERE site = ? ORDER BY run"
     runs = [r for (r,) in con.execute(query, [site]).fetchall()]
     if not runs:
@@ -83,14 +100,15 @@ def drifts(con, site, run=None, history=20):
                 median(value) AS m, mad(value) AS mad, count(*) AS n
             FROM figures
             WHERE site = ? AND run IN (SELECT unnest(?::VARCHAR[]))
-              AND isfinite(value) AND figure <> 'job_wall'
+              AND isfinite(value) AND figure <> 'job_wall' AND (? OR disturbed IS NOT TRUE)
             GROUP BY ALL
         )
         SELECT now."check", now.params, now.problem, now.partition, now.environ, now.figure,
             now.unit, now.value,
             now.result, coalesce(past.n, 0) AS history_n, past.m AS history_median,
             (now.value - past.m) / greatest({MAD_TO_SIGMA} * past.mad,
-                                            {SIGMA_FLOOR} * abs(past.m)) AS z
+                                            {SIGMA_FLOOR} * abs(past.m)) AS z,
+            coalesce(now.disturbed, false) AS disturbed, now.foreign_cores
         FROM figures now LEFT JOIN past
             ON now."check" = past."check" AND now.params = past.params
             AND now.figure = past.figure AND now.partition IS NOT DISTINCT FROM past.partition
@@ -101,10 +119,12 @@ def drifts(con, site, run=None, history=20):
         WHERE now.site = ? AND now.run = ? AND isfinite(now.value) AND now.figure <> 'job_wall'
         ORDER BY ALL
         """,
-        [site, earlier, site, run],
+        [site, earlier, include_disturbed, site, run],
     ).df()
 
     def verdict(row):
+        if row["disturbed"] and not include_disturbed:
+            return DISTURBED
         if row["history_n"] < MIN_HISTORY or row["z"] != row["z"]:
             return "history too short"
         if abs(row["z"]) <= Z_LIMIT:
@@ -115,12 +135,24 @@ def drifts(con, site, run=None, history=20):
     df["drift"] = df.apply(verdict, axis=1) if len(df) else []
     df = df.reindex(columns=COLUMNS)
     df.attrs["hosts"] = hosts
+    # What was left out, from the history and of the run itself (said in one line).
+    df.attrs["disturbed_left_out"] = (
+        0 if include_disturbed else count_disturbed(con, site, [*earlier, run])
+    )
     return run, earlier, df
 
 
-def check_site(site, run=None, history=20, results_root=None, warn=None, progress=None):
+def check_site(
+    site,
+    run=None,
+    history=20,
+    results_root=None,
+    warn=None,
+    progress=None,
+    include_disturbed=False,
+):
     con = store.open_store([site], results_root, warn, progress)
-    return drifts(con, site, run, history)
+    return drifts(con, site, run, history, include_disturbed)
 
 
 def _where(row):
@@ -140,19 +172,21 @@ def render(site, run, earlier, df, fmt="table"):
                 "run": run,
                 "history": earlier,
                 "rule": f"|robust z| > {Z_LIMIT} against >= {MIN_HISTORY} earlier runs",
+                "disturbed_left_out": df.attrs.get("disturbed_left_out", 0),
                 "rows": json.loads(df.to_json(orient="records")),
             },
             indent=2,
         )
-    judged = int((df["drift"] != "history too short").sum())
+    judged = int((~df["drift"].isin(["history too short", DISTURBED])).sum())
     same = " of the same host" if df.attrs.get("hosts") else ""
-    head = (
+    lines = [
         f"{site}/{run} against its {len(earlier)} earlier run(s){same}: {judged} of {len(df)} "
         f"figures judged, {len(flagged)} drifted (|robust z| > {Z_LIMIT})"
-    )
-    if flagged.empty:
-        return head
-    lines = [head]
+    ]
+    left_out = df.attrs.get("disturbed_left_out", 0)
+    if left_out:
+        lines.append(disturbed_left_out(left_out))
+    lines += _not_judged_lines(df[df["drift"] == DISTURBED])
     for _, row in flagged.iterrows():
         lines.append(
             f"  {row['drift'].upper():6} {row['check']} {row['params']} "
@@ -162,3 +196,19 @@ def render(site, run, earlier, df, fmt="table"):
             f"static check: {row['result']})"
         )
     return "\n".join(lines)
+
+
+def _not_judged_lines(disturbed):
+    """One line per disturbed case of the run: its figures, reported rather than flagged."""
+    cases = {}
+    for _, row in disturbed.iterrows():
+        case = cases.setdefault((row["check"], row["params"], _where(row)), [[], None])
+        case[0].append(row["figure"])
+        case[1] = row["foreign_cores"] if pd.notna(row["foreign_cores"]) else case[1]
+    lines = []
+    for (check, params, where), (names, cores) in sorted(cases.items()):
+        took = "" if cores is None else f"; other work took {cores:.2f} cores"
+        lines.append(
+            f"  {DISTURBED.upper()}: {check} {params} [{where}] ({', '.join(names)}{took})"
+        )
+    return lines

@@ -50,7 +50,8 @@ from sitebench.results.rundirs import (
 MAX_SEGMENTS = 8
 #: The index's layout: a new version (new columns) makes a new index, read from results/ anew.
 #: 3: runs.json keeps what each run's index was made of (stats and hashes of its files).
-SCHEMA_VERSION = 3
+#: 4: figures carry their case's ``disturbed`` and ``foreign_cores``.
+SCHEMA_VERSION = 4
 #: A site's list of runs found changed after they were indexed (:func:`altered`).
 ALTERED = "altered.json"
 _TIME = pa.timestamp("s", tz="UTC")
@@ -77,6 +78,8 @@ FIGURES = pa.schema(
         ("case_vars", pa.string()),
         ("problem", pa.string()),
         ("host", pa.string()),
+        ("disturbed", pa.bool_()),
+        ("foreign_cores", pa.float64()),
     ]
 )
 RUNS = pa.schema(
@@ -127,7 +130,7 @@ def _figure_table(rows):
     df["started"] = pd.Series(
         [_time(t) for t in df["started"]], index=df.index, dtype="datetime64[ns, UTC]"
     )
-    for col in ("value", "reference", "lower", "upper"):
+    for col in ("value", "reference", "lower", "upper", "foreign_cores"):
         df[col] = pd.to_numeric(df[col], errors="coerce")
     return pa.Table.from_pandas(df, schema=FIGURES, preserve_index=False)
 
@@ -178,12 +181,17 @@ def _stamp(value):
     return value if isinstance(value, (str, pd.Timestamp)) else None
 
 
+def _flag(value):
+    # Not bool(): a report from elsewhere saying "false" must not read as true.
+    return value if isinstance(value, bool) else None
+
+
 _CLEAN = {
     pa.string(): _text,
     pa.float64(): _number,
     pa.int64(): _whole,
     _TIME: _stamp,
-    pa.bool_(): bool,
+    pa.bool_(): _flag,
 }
 
 

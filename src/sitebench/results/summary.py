@@ -40,15 +40,20 @@ def references_note(run):
     return ""
 
 
-def disturbed_note(run):
-    """The one line naming the cases other work disturbed (sitebench/run/disturbance.py),
-    or ''. From the cases' logged ``disturbed`` and ``foreign_cores``."""
-    hit = [
+def disturbed_cases(run):
+    """``["StreamCheck %threads=1 (1.62 cores)", ...]``: the cases other work disturbed
+    (sitebench/run/disturbance.py), from their logged ``disturbed`` and ``foreign_cores``."""
+    return [
         f"{case['name']} ({case.get('foreign_cores', 0):.2f} cores)"
         for attempt in run.report.get("runs", [])
         for case in attempt.get("testcases", [])
         if case.get("disturbed")
     ]
+
+
+def disturbed_note(run):
+    """The one line naming the cases other work disturbed, or ''."""
+    hit = disturbed_cases(run)
     if not hit:
         return ""
     return (
