@@ -21,8 +21,9 @@ def add_toolchain_argument(p, what="run"):
         "--toolchain",
         action="append",
         metavar="NAME",
-        help=f"{what} only this toolchain of the site (repeatable; default: every toolchain "
-        "the site declares, see site-configs/README.md)",
+        help=f"{what} only this toolchain of the site (repeatable; 'all': every one; "
+        "default: the site's default toolchains, all but those marked default: false, see "
+        "site-configs/README.md)",
     )
 
 

@@ -358,13 +358,17 @@ def propose_toolchains(packages):
     """(toolchains, notes): every compiler set that can build the suite with every MPI found.
 
     GCC gives C, C++ and Fortran; Clang (Spack's ``llvm``) C and C++ with GCC's Fortran,
-    and only where it compiles OpenMP. The first is GCC with the first MPI found."""
+    and only where it compiles OpenMP. The first is GCC with the first MPI found. Compilers
+    and MPIs offered as environment modules (externals with ``modules:``) make toolchains of
+    their own that load them (:func:`_module_toolchains`); a second compiler set is proposed
+    with the first MPI only and ``default: false`` (a plain run and the nightly take the
+    first compiler set's toolchains; ``--toolchain NAME`` or ``all`` the others)."""
     sets, notes = [], []
-    compilers = {
-        name: ext.get("extra_attributes", {}).get("compilers", {})
-        for name in COMPILER_NAMES
-        for ext in (packages.get(name) or {}).get("externals") or []
-    }
+    compilers = {}
+    for name in COMPILER_NAMES:
+        for ext in (packages.get(name) or {}).get("externals") or []:
+            if not ext.get("modules"):  # the first external found on PATH
+                compilers.setdefault(name, ext.get("extra_attributes", {}).get("compilers", {}))
     gcc = compilers.get("gcc", {})
     for name, langs in compilers.items():
         if "c" not in langs or "cxx" not in langs:
@@ -381,10 +385,67 @@ def propose_toolchains(packages):
             continue
         sets.append((COMPILER_NAMES[name], {"c": name, "cxx": name, "fortran": fortran}))
     found = []
-    for label, compilers_ in sets:
-        for mpi in found_providers(packages, TOOLCHAIN[0][1]):
+    mpis = [
+        mpi
+        for mpi in found_providers(packages, TOOLCHAIN[0][1])
+        if any(not ext.get("modules") for ext in packages[mpi]["externals"])
+    ]
+    for i, (label, compilers_) in enumerate(sets):
+        for mpi in mpis if i == 0 else mpis[:1]:
             if toolchains.mpi_bin(packages, mpi):
-                found.append({"name": f"{label}-{mpi}", **compilers_, "mpi": mpi})
+                found.append(
+                    {
+                        "name": f"{label}-{mpi}",
+                        **compilers_,
+                        "mpi": mpi,
+                        **({} if i == 0 else {"default": False}),
+                    }
+                )
+    module_found, module_notes = _module_toolchains(packages, gcc)
+    return found + module_found, notes + module_notes
+
+
+def _version(spec):
+    """The version of an external's spec (``openmpi@4.1.4~cuda+cxx ...`` -> ``4.1.4``)."""
+    match = re.match(r"[^@\s]+@([0-9A-Za-z._-]+)", spec)
+    return match.group(1) if match else ""
+
+
+def _module_toolchains(packages, path_gcc):
+    """Toolchains of the compilers and MPIs offered as modules: each compiler module with
+    each MPI module, loading both. The first compiler module's are default when nothing
+    on PATH makes a toolchain."""
+    compilers, mpis, notes = [], [], []
+    for name in COMPILER_NAMES:
+        for ext in (packages.get(name) or {}).get("externals") or []:
+            langs = ext.get("extra_attributes", {}).get("compilers", {})
+            if ext.get("modules") and "c" in langs and "cxx" in langs:
+                compilers.append((name, ext, langs))
+    for mpi in TOOLCHAIN[0][1]:
+        for ext in (packages.get(mpi) or {}).get("externals") or []:
+            if ext.get("modules"):
+                mpis.append((mpi, ext))
+    found = []
+    for name, ext, langs in compilers:
+        version = _version(ext["spec"])
+        spec = f"{name}@{version}" if version else name
+        fortran = spec if "fortran" in langs else ("gcc" if "fortran" in path_gcc else None)
+        if fortran is None:
+            notes.append(f"module {ext['modules'][0]}: no Fortran compiler: not proposed")
+            continue
+        label = f"{COMPILER_NAMES[name]}{version.split('.')[0]}"
+        for mpi, mext in mpis:
+            mversion = _version(mext["spec"])
+            found.append(
+                {
+                    "name": f"{label}-{mpi}{mversion.split('.')[0]}",
+                    "c": spec,
+                    "cxx": spec,
+                    "fortran": fortran,
+                    "mpi": f"{mpi}@{mversion}" if mversion else mpi,
+                    "modules": list(ext["modules"]) + list(mext["modules"]),
+                }
+            )
     return found, notes
 
 

@@ -36,7 +36,7 @@ from string import Template
 
 import yaml
 
-from sitebench.sites import local_site, toolchains
+from sitebench.sites import local_site, module_externals, modules, toolchains
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
@@ -58,6 +58,7 @@ FILES = {
     "sinfo": "sinfo.txt",  # SINFO_ARGS
     "scontrol": "scontrol.txt",  # SCONTROL_ARGS
     "hostname": "hostname",
+    "modules": "modules.yaml",  # the modules system, externals found behind modules, notes
 }
 
 
@@ -72,14 +73,18 @@ class Detection:
     sinfo: str = ""  # sinfo output (Slurm sites)
     scontrol: str = ""  # scontrol show partition -o
     hostname: str = field(default_factory=socket.gethostname)
+    #: {"system": modules: setting, "packages": externals behind modules, "notes": [...]}
+    modules: dict = field(default_factory=dict)
 
     @classmethod
     def from_machine(cls, spack, slurm=False):
-        """Run the detectors here: Spack, ReFrame, /proc/meminfo and (slurm) the scheduler."""
+        """Run the detectors here: Spack, ReFrame, /proc/meminfo, (slurm) the scheduler and
+        the environment modules (:mod:`sitebench.sites.module_externals`)."""
         sinfo = scontrol = ""
         if slurm:  # first: a login node without Slurm fails before the slow steps
             sinfo, scontrol = _run_tool(SINFO_ARGS), _run_tool(SCONTROL_ARGS)
         return cls(
+            modules=detect_modules(spack),
             packages=local_site.spack_external_find(spack),
             extras=local_site.extra_externals(),
             topology=local_site.detect_topology(),
@@ -105,6 +110,7 @@ class Detection:
             sinfo=text("sinfo"),
             scontrol=text("scontrol"),
             hostname=text("hostname").strip() or "recorded",
+            modules=yaml.safe_load(text("modules")) or {},
         )
 
     def save(self, directory):
@@ -118,10 +124,25 @@ class Detection:
         for key in ("sinfo", "scontrol"):
             if getattr(self, key):
                 (d / FILES[key]).write_text(getattr(self, key))
+        if self.modules:
+            (d / FILES["modules"]).write_text(yaml.safe_dump(self.modules, sort_keys=False))
 
     def memory_bytes(self):
         match = re.search(r"^MemTotal:\s+(\d+)\s*kB", self.meminfo, re.M)
         return int(match.group(1)) * 1024 if match else None
+
+
+def detect_modules(spack):
+    """What the environment modules offer (the system this shell uses, else the first
+    installed): {} where there is no modules system."""
+    system = modules.find()
+    if system is None:
+        return {}
+    # This shell's MODULEPATH is the site's: recorded, as cron and batch jobs may not set it.
+    use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
+    system = modules.ModulesSystem(system.kind, system.command, use)
+    packages, notes = module_externals.detect(spack, system)
+    return {"system": modules.as_settings(system), "packages": packages, "notes": notes}
 
 
 def _run_tool(args):
@@ -224,9 +245,10 @@ def _spec_of(packages, name):
 
 def site_packages(detection):
     """``packages:`` of the site: Spack's detection completed as the local site's is."""
-    packages = local_site.complete_packages(
-        copy.deepcopy(detection.packages), copy.deepcopy(detection.extras)
+    found, _notes = module_externals.merge(
+        copy.deepcopy(detection.packages), copy.deepcopy(detection.modules.get("packages") or {})
     )
+    packages = local_site.complete_packages(found, copy.deepcopy(detection.extras))
     # A virtual without a provider found here must stay buildable: Spack builds one.
     for virtual, providers, _hint in local_site.TOOLCHAIN:
         if not local_site.found_providers(packages, providers):
@@ -332,6 +354,9 @@ ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
     # Open MPI refuses to start as root without these (containers, CI).
     env_vars=[["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]],
 )
+# The modules system of site.yaml (`modules:`), or nomod; job scripts purge, then load each
+# environment's modules.
+MODULES = toolchains.modules_for_reframe(SITE, config_dir=HERE)
 
 PARTITIONS = ${partitions}
 
@@ -356,6 +381,7 @@ def _local():
 def _partition(spec):
     part = dict(spec)
     part["features"] = list(spec["features"]) + [f"scale_{s.strip()}" for s in SCALES]
+    part["prepare_cmds"] = MODULES["prepare_cmds"] + list(spec.get("prepare_cmds", []))
     part["extras"] = {
         "spack_environment": os.path.join(ROOT, "environments", SITE),
         # SITEBENCH_REFERENCES: another file, e.g. an empty one where only sanity is tested.
@@ -376,7 +402,7 @@ site_configuration = {
             "name": SITE,
             "descr": ${descr_repr},
             "hostnames": [".*"],
-            "modules_system": "nomod",
+            "modules_system": MODULES["modules_system"],
             "partitions": [_partition(p) for p in PARTITIONS],
         }
     ],
@@ -473,10 +499,23 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         f"memory: {_gib(detection.memory_bytes())}",
         f"source mirror: {mirror or 'none'}",
     ]
+    system = detection.modules.get("system")
+    if system:
+        behind = [
+            f"{ext['spec'].split()[0]} ({', '.join(ext['modules'])})"
+            for cfg in (detection.modules.get("packages") or {}).values()
+            for ext in cfg.get("externals") or []
+        ]
+        found.append(
+            f"modules: {system['system']} ({system['command']}); behind modules: "
+            f"{', '.join(behind) or 'no compiler, MPI or BLAS'}"
+        )
     for tc in chosen:
         found.append(
             f"toolchain {tc.name}: c {tc.compilers['c']}, cxx {tc.compilers['cxx']}, "
             f"fortran {tc.compilers['fortran']}, mpi {tc.mpi}"
+            + (f", modules {' '.join(tc.modules)}" if tc.modules else "")
+            + ("" if tc.default else " (not default: --toolchain NAME runs it)")
         )
     for part in parts:
         extras = part["extras"]
@@ -487,6 +526,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
             + f", {_gib(extras.get('memory_bytes'))} per node"
         )
     review = [f"toolchains: {note}" for note in notes]
+    review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
     if chosen:
         review.append(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
@@ -565,16 +605,24 @@ SITE_YAML = """\
 # name: gcc, llvm for Clang; the MPI an external of spack/packages.yaml). Proposed from what
 # was found here; edit freely, then `./sitebench validate {site}` (it rewrites
 # spack/toolchains.yaml and spack/definitions.yaml). See site-configs/README.md.
-toolchains:
+{modules}toolchains:
 {toolchains}"""
 
+MODULES_YAML = """\
+# The environment modules system the toolchains' modules are loaded with (builds and runs
+# purge first, then load exactly a toolchain's modules).
+"""
 
-def site_yaml(site, host, date, chosen):
+
+def site_yaml(site, host, date, chosen, modules_system=None):
     listed = "".join(
         "- " + yaml.safe_dump(tc.as_dict(), default_flow_style=True, sort_keys=False, width=200)
         for tc in chosen
     )
-    return SITE_YAML.format(site=site, host=host, date=date, toolchains=listed)
+    system = ""
+    if modules_system and any(tc.modules for tc in chosen):
+        system = MODULES_YAML + yaml.safe_dump({"modules": modules_system}, sort_keys=False)
+    return SITE_YAML.format(site=site, host=host, date=date, toolchains=listed, modules=system)
 
 
 def _write_site(tmp, site, detection, packages, parts, mirror, slurm, chosen):
@@ -598,7 +646,7 @@ def _write_site(tmp, site, detection, packages, parts, mirror, slurm, chosen):
         f"# STREAM arrays: {local_site.STREAM_CACHE_FACTOR} x last-level cache. Edit freely.\n"
         + yaml.safe_dump({"packages": packages}, sort_keys=False),
     )
-    _write(tmp / "site.yaml", site_yaml(site, host, date, chosen))
+    _write(tmp / "site.yaml", site_yaml(site, host, date, chosen, detection.modules.get("system")))
     toolchains.write_spack_files(chosen, tmp / "spack")
     if mirror:
         mirrors = {

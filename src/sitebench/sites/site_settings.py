@@ -13,6 +13,9 @@
       keep: 30                     # nights of logs kept (default 30)
       alert: "mail -s 'sitebench {site}' hpc-admins@example.org"   # gets the night's
                                    # summary on stdin when it failed, drifted or did not run
+    modules:               # the environment modules system the toolchains' modules are
+      system: lmod                 # loaded with: lmod or envmod (Tcl Environment Modules
+      use: [/opt/modulefiles]      # 4.1+); optional command: and use: (sites/modules.py)
     toolchains:            # compilers and MPI each benchmark is built and run with
     - {name: gcc-openmpi, c: gcc, cxx: gcc, fortran: gcc, mpi: openmpi}
     - {name: gcc-mpich, c: gcc, cxx: gcc, fortran: gcc, mpi: mpich}
@@ -39,6 +42,7 @@ KEYS = {
     "nightly": dict,
     "results": dict,
     "toolchains": list,
+    "modules": dict,
 }
 
 #: ``nightly:`` and ``results:`` keys -> (type, example); all optional.

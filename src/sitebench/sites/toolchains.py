@@ -8,8 +8,14 @@ Declared in ``site-configs/<site>/site.yaml`` (the local site's are detected, in
     - {name: gcc-mpich, c: gcc, cxx: gcc, fortran: gcc, mpi: mpich}
     - {name: clang-openmpi, c: llvm, cxx: llvm, fortran: gcc, mpi: openmpi}   # no Fortran in clang
 
-Compilers and MPI are Spack package names (Clang is ``llvm``); ``cxx`` and ``fortran``
-default to ``c``. Each toolchain becomes, with what Spack and ReFrame already do:
+Compilers and MPI are Spack package names (Clang is ``llvm``), with a version where the
+site has several (``gcc@12.2.0``); ``cxx`` and ``fortran`` default to ``c``. ``modules``
+names the environment modules the toolchain loads (``modules: [gcc/12, openmpi/4.1.4]``,
+on a site whose ``site.yaml`` names its ``modules:`` system: :mod:`modules`); builds and
+runs load exactly those, after ``module purge``. ``default: false`` leaves a toolchain out
+of a plain ``run`` and the nightly (``--toolchain NAME`` or ``--toolchain all`` takes it).
+
+Each toolchain becomes, with what Spack and ReFrame already do:
 
 * a Spack toolchain (``toolchains.yaml`` of the site's Spack scope: ``%c=gcc`` when the
   package uses C, ... ``%mpi=mpich`` when it uses MPI) and one entry of the ``toolchains``
@@ -39,7 +45,7 @@ from sitebench.common.names import check_name
 from sitebench.sites import reframe_conventions
 
 LANGUAGES = ("c", "cxx", "fortran")
-KEYS = ("name", *LANGUAGES, "mpi", "launcher")
+KEYS = ("name", *LANGUAGES, "mpi", "launcher", "modules", "default")
 
 #: ReFrame launchers a toolchain may name; without one, its MPI's default.
 LAUNCHERS = ("mpirun", "mpiexec", "srun")
@@ -65,6 +71,8 @@ class Toolchain:
     compilers: dict = field(compare=False)  # language -> Spack compiler package
     mpi: str
     launcher: str = ""
+    modules: tuple = ()  # environment modules loaded (after a purge) to build and run
+    default: bool = True  # taken by a plain run and the nightly
 
     @property
     def compiler_set(self):
@@ -89,12 +97,17 @@ class Toolchain:
             "mpi": self.mpi_name,
             "compilers": dict(self.compilers),
             "launcher": self.launcher or DEFAULT_LAUNCHER.get(self.mpi_name, ""),
+            "modules": list(self.modules),
         }
 
     def as_dict(self):
         data = {"name": self.name, **self.compilers, "mpi": self.mpi}
         if self.launcher:
             data["launcher"] = self.launcher
+        if self.modules:
+            data["modules"] = list(self.modules)
+        if not self.default:
+            data["default"] = False
         return data
 
 
@@ -132,7 +145,15 @@ def parse(data, rel):
                 )
             )
             continue
-        bad = [k for k, v in item.items() if not isinstance(v, str) or not v.strip()]
+        problem = _modules_problem(item, key, rel)
+        if problem:
+            problems.append(problem)
+            continue
+        bad = [
+            k
+            for k, v in item.items()
+            if k not in ("modules", "default") and (not isinstance(v, str) or not v.strip())
+        ]
         if bad:
             problems.append(
                 (
@@ -166,7 +187,7 @@ def parse(data, rel):
                 )
             )
             continue
-        if not launcher and item["mpi"] not in DEFAULT_LAUNCHER:
+        if not launcher and item["mpi"].split("@")[0] not in DEFAULT_LAUNCHER:
             problems.append(
                 (
                     f"{key}.launcher",
@@ -178,8 +199,33 @@ def parse(data, rel):
             continue
         names.add(item["name"])
         compilers = {lang: item.get(lang, item["c"]) for lang in LANGUAGES}
-        found.append(Toolchain(item["name"], compilers, item["mpi"], launcher))
+        modules = tuple(item.get("modules") or ())
+        found.append(
+            Toolchain(
+                item["name"], compilers, item["mpi"], launcher, modules, item.get("default", True)
+            )
+        )
     return found, problems
+
+
+def _modules_problem(item, key, rel):
+    """(key, problem, fix) of a toolchain's bad ``modules``/``default``, or None."""
+    modules = item.get("modules", [])
+    if not isinstance(modules, list) or not all(
+        isinstance(m, str) and m.strip() and " " not in m for m in modules
+    ):
+        return (
+            f"{key}.modules",
+            f"{rel}: {key}: modules is {modules!r}, expected a list of module names",
+            "e.g. modules: [gcc/12, openmpi/4.1.4] (as `module avail` lists them)",
+        )
+    if not isinstance(item.get("default", True), bool):
+        return (
+            f"{key}.default",
+            f"{rel}: {key}: default is {item['default']!r}, expected true or false",
+            "default: false leaves the toolchain out of a plain run and the nightly",
+        )
+    return None
 
 
 #: The local site's detected toolchains, beside its topology (not in git).
@@ -249,11 +295,18 @@ def selected_names():
     return [n for n in os.environ.get(SELECTED, "").split(",") if n]
 
 
+#: ``--toolchain all``: every toolchain of the site, ``default: false`` ones too.
+ALL = "all"
+
+
 def selected(toolchains, names=None):
-    """The toolchains named (``--toolchain``, or ``$SITEBENCH_TOOLCHAINS``), in declared order."""
+    """The toolchains named (``--toolchain``, or ``$SITEBENCH_TOOLCHAINS``), in declared
+    order; without names, the default ones (all but ``default: false``)."""
     if names is None:
         names = selected_names()
     if not names:
+        return [t for t in toolchains if t.default] or list(toolchains)
+    if ALL in names:
         return list(toolchains)
     known = [t.name for t in toolchains]
     unknown = [n for n in names if n not in known]
@@ -385,13 +438,15 @@ def reframe_environments(toolchains, packages, env_vars=()):
         if tc.compiler_set not in firsts:
             firsts.add(tc.compiler_set)
             features.append(NO_MPI_CHECKS)
-        bindir = mpi_bin(packages, tc.mpi_name)
+        bindir = None if tc.modules else mpi_bin(packages, tc.mpi_name)  # the module sets PATH
         variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
         variables += reframe_conventions.wrapper_variables(packages, tc.compilers, tc.mpi_name)
         environs.append(
             {
                 "name": tc.name,
                 "features": features,
+                # ReFrame loads them (its modules_system) after the partition's purge.
+                **({"modules": list(tc.modules)} if tc.modules else {}),
                 "cc": "mpicc",
                 "cxx": "mpicxx",
                 "ftn": "mpifort",
@@ -448,3 +503,22 @@ def for_reframe(site_name, env_vars=(), config_dir=None):
     chosen = selected(found)
     environs = reframe_environments(chosen, spack_scope_packages(owner / "spack"), env_vars)
     return [e["name"] for e in environs], environs
+
+
+def modules_for_reframe(site_name, config_dir=None):
+    """The site's modules system for its ``reframe.py``: ``{"modules_system": ...,
+    "prepare_cmds": [...]}`` (the partitions' job scripts define ``module``, use the
+    site's directories and purge before the environment's modules are loaded). It sets
+    what ReFrame's own backend reads in this process (``$LMOD_CMD``, ``$MODULEPATH``)."""
+    from sitebench.sites import modules
+
+    check_name("site", site_name)
+    owner, settings = _owner_dir(config_dir or paths.site_config_dir(site_name))
+    system = modules.from_settings(settings, paths.shown(owner / "site.yaml"))
+    config, prepare = modules.reframe_system(system)
+    if system is not None:
+        env = system.environ()
+        for name in (modules.COMMAND_VARIABLE[system.kind], "MODULEPATH"):
+            if env.get(name):
+                os.environ[name] = env[name]
+    return {**config, "prepare_cmds": prepare}

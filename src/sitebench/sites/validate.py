@@ -45,7 +45,7 @@ from pathlib import Path
 
 import yaml
 
-from sitebench.sites import local_site
+from sitebench.sites import modules, local_site
 
 from sitebench.common import paths
 
@@ -596,6 +596,7 @@ def toolchain_problems(site, settings):
         # packages.yaml is malformed: spack_scope_problems says how; the toolchains' Spack
         # files are left as they are until it is fixed.
         return found, problems
+    problems += _with_key(rel, module_problems(found, owner_settings, rel))
     if problems:
         return found, problems
     try:
@@ -612,6 +613,33 @@ def toolchain_problems(site, settings):
     for name in written:
         print(f"==> rewrote {paths.shown(scope / name)} from {rel}", file=sys.stderr)
     return found, problems
+
+
+def module_problems(found, settings, rel):
+    """[(key, problem, fix)]: the site's modules system is not there, or a toolchain's
+    modules do not load (each loaded as a build would: after ``module purge``)."""
+    with_modules = [tc for tc in found if tc.modules]
+    try:
+        system = modules.from_settings(settings, rel)
+    except SitebenchError as err:
+        return [("modules", err.problem, err.fix)]
+    if system is None:
+        return [
+            (
+                f"toolchains.{tc.name}.modules",
+                f"toolchain {tc.name!r} names modules ({', '.join(tc.modules)}) but the site "
+                "names no modules system",
+                f"add to site.yaml: {modules.EXAMPLE}",
+            )
+            for tc in with_modules[:1]
+        ]
+    problems = []
+    for tc in with_modules:
+        try:
+            system.loaded_environment(list(tc.modules))
+        except SitebenchError as err:
+            problems.append((f"toolchains.{tc.name}.modules", err.problem, err.fix))
+    return problems
 
 
 def found_key(problems, key):

@@ -1,0 +1,251 @@
+"""Compilers and MPIs reached through environment modules, with both module systems.
+
+tests/modules_world.py makes a module tree whose GCC and MPIs live in prefixes of their own,
+off PATH. Lmod (Debian's ``lmod``) and the Tcl Environment Modules (Debian's
+``environment-modules``, unpacked beside Lmod: tests/README.md) each list it, load from it
+after a purge and refuse what cannot load; a site is onboarded from it with no hand edits
+(Spack's detection behind each module, externals with ``modules:``, toolchains naming their
+modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it, loading the
+toolchain's modules in their job scripts.
+"""
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import FIXTURES, ROOT, spack_missing_reason
+from test_validate import local_toolchains
+
+import modules_world
+from sitebench.common.errors import SitebenchError
+from sitebench.sites import modules, onboard, toolchains, validate
+
+KINDS = {"lmod": modules_world.lmod_command, "envmod": modules_world.envmod_command}
+INSTALL = {
+    "lmod": "apt-get install lmod",
+    "envmod": "unpack Debian's environment-modules as tests/README.md says",
+}
+REFRAME = os.path.join(os.path.dirname(sys.executable), "reframe")
+
+
+def command_or_fail(kind):
+    command = KINDS[kind]()
+    assert command, f"{kind} is not installed: {INSTALL[kind]} (tests/README.md)"
+    return command
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return modules_world.build(tmp_path_factory.mktemp("modules"))
+
+
+@pytest.fixture(params=sorted(KINDS))
+def shell(request, world, monkeypatch):
+    """(system, env): a shell of the site where ``kind``'s modules are initialized."""
+    env = modules_world.environ(request.param, command_or_fail(request.param), world["modulepath"])
+    system = modules.find(env)
+    assert system is not None and system.kind == request.param
+    return system, env
+
+
+def test_both_systems_list_and_load_the_tree_after_a_purge(shell, world):
+    system, env = shell
+    listed = system.avail(env)
+    for name in ("gcc", "openmpi", "mpich"):
+        assert world[name] in listed, listed
+    added = system.added_path([world["gcc"], world["openmpi"]], env)
+    assert [os.path.basename(os.path.dirname(d)) for d in added] == [
+        world["openmpi"].replace("/", "-"),
+        "gcc-12",
+    ]
+    # What the caller's shell had loaded does not leak into the toolchain's environment.
+    caller = system.loaded_environment([world["mpich"]], env)
+    loaded = system.loaded_environment([world["openmpi"]], caller)
+    assert "mpich" not in loaded["PATH"] and "SITEBENCH_TEST_MPI" not in {
+        k for k, v in loaded.items() if v == "mpich"
+    }
+    assert loaded["SITEBENCH_TEST_MPI"] == "openmpi"
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "module, said",
+    [
+        ("broken/1", "broken on purpose"),
+        ("ghost/1", "not-installed/bin on PATH, which does not exist"),
+        ("nosuch/2", "nosuch/2"),
+    ],
+)
+def test_a_module_that_cannot_load_is_a_clear_error(shell, module, said):
+    system, env = shell
+    with pytest.raises(SitebenchError) as err:
+        system.loaded_environment([module], env)
+    assert said in err.value.problem and module in err.value.problem
+    assert err.value.fix
+
+
+@pytest.mark.reliability_input
+def test_a_modules_system_that_is_not_installed_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setitem(modules.KNOWN_COMMANDS, "lmod", (str(tmp_path / "lmod"),))
+    env = {"PATH": os.environ["PATH"]}
+    with pytest.raises(SitebenchError) as err:
+        modules.from_settings({"modules": {"system": "lmod"}}, "site.yaml", env)
+    assert "not installed here" in err.value.problem and "apt-get install lmod" in err.value.fix
+    for bad in ({"system": "spack"}, "lmod", {"system": "lmod", "path": ["/x"]}):
+        with pytest.raises(SitebenchError):
+            modules.from_settings({"modules": bad}, "site.yaml", env)
+    assert modules.from_settings({}, "site.yaml", env) is None
+
+
+@pytest.mark.reliability_input
+def test_toolchain_modules_and_default_are_checked_and_selected():
+    found, problems = toolchains.parse(
+        [
+            {"name": "a", "c": "gcc@12.2.0", "mpi": "openmpi@4.1.4", "modules": ["gcc/12"]},
+            {"name": "b", "c": "gcc", "mpi": "mpich", "default": False},
+        ],
+        "site.yaml",
+    )
+    assert not problems and found[0].modules == ("gcc/12",) and not found[1].default
+    assert found[0].mpi_name == "openmpi"
+    assert [t.name for t in toolchains.selected(found, [])] == ["a"]
+    assert [t.name for t in toolchains.selected(found, ["all"])] == ["a", "b"]
+    assert [t.name for t in toolchains.selected(found, ["b"])] == ["b"]
+    for bad in ({"modules": "gcc/12"}, {"modules": ["gcc 12"]}, {"default": "no"}):
+        _, problems = toolchains.parse([{"name": "a", "c": "gcc", "mpi": "mpich", **bad}], "s")
+        assert problems and problems[0][0].split(".")[-1] in bad, problems
+    env = toolchains.reframe_environments(found[:1], {})[0]
+    assert env["modules"] == ["gcc/12"] and not any(v[0] == "PATH" for v in env["env_vars"])
+
+
+# -- a site onboarded from the module tree --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def machine_detection(world, tmp_path_factory):
+    """Spack's and ReFrame's detection of this machine, once (the modules' part is redone
+    per module system)."""
+    reason = spack_missing_reason()
+    if reason:
+        pytest.skip(reason)
+    from sitebench.spack import pinned
+
+    env = modules_world.environ("lmod", command_or_fail("lmod"), world["modulepath"])
+    with _environ(env):
+        return onboard.Detection.from_machine(pinned.setup())
+
+
+class _environ:
+    def __init__(self, env):
+        self.env = env
+
+    def __enter__(self):
+        self.old = dict(os.environ)
+        os.environ.clear()
+        os.environ.update(self.env)
+
+    def __exit__(self, *exc):
+        os.environ.clear()
+        os.environ.update(self.old)
+
+
+@pytest.fixture(scope="module", params=sorted(KINDS))
+def onboarded(request, world, machine_detection, tmp_path_factory):
+    """A site onboarded from the tree with ``kind``'s modules: (sites root, name, env)."""
+    kind = request.param
+    env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
+    root = tmp_path_factory.mktemp(f"sites-{kind}")
+    (root / "site-configs" / "local").mkdir(parents=True)
+    (root / "environments" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
+    shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    (root / "spack-repo").symlink_to(ROOT / "spack-repo")
+    local_toolchains(root)
+    detection = onboard.Detection(**vars(machine_detection))
+    from sitebench.spack import pinned
+
+    with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
+        detection.modules = onboard.detect_modules(pinned.setup())
+        report = onboard.onboard(f"mod-{kind}", detection=detection)
+    return root, f"mod-{kind}", env, report
+
+
+def test_onboarding_finds_the_modules_and_proposes_toolchains_that_load_them(onboarded, world):
+    root, name, env, report = onboarded
+    import yaml
+
+    site = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
+    kind = name.split("-", 1)[1]
+    assert site["modules"]["system"] == kind
+    assert site["modules"]["use"] == [world["modulepath"]]
+    by_mpi = {tc["mpi"].split("@")[0]: tc for tc in site["toolchains"]}
+    assert set(by_mpi) == {"openmpi", "mpich"}
+    for mpi, tc in by_mpi.items():
+        assert tc["modules"] == [world["gcc"], world[mpi]]
+        assert tc["c"] == tc["fortran"] == "gcc@12.2.0"
+    packages = yaml.safe_load(
+        (root / "site-configs" / name / "spack" / "packages.yaml").read_text()
+    )["packages"]
+    gcc = packages["gcc"]["externals"]
+    # Debian's own GCC 12 (/usr) is the same spec: the module's replaces it.
+    assert [e["modules"] for e in gcc] == [[world["gcc"]]], gcc
+    assert gcc[0]["extra_attributes"]["compilers"]["c"].endswith("gcc-12/bin/gcc")
+    for mpi in ("openmpi", "mpich"):
+        assert packages[mpi]["externals"][0]["modules"] == [world[mpi]]
+    assert any(line.startswith(f"modules: {kind}") for line in report.found), report.found
+
+
+def test_the_onboarded_site_validates_and_refuses_modules_that_do_not_load(onboarded):
+    root, name, env, _ = onboarded
+    site_yaml = root / "site-configs" / name / "site.yaml"
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    # As cron would run it: nothing of the login shell's modules setup.
+    with _environ({**clean, "SITEBENCH_SITES_ROOT": str(root)}):
+        validate.validate_site(name)
+        text = site_yaml.read_text()
+        try:
+            for module, said in (("broken/1", "broken on purpose"), ("ghost/1", "not exist")):
+                site_yaml.write_text(text.replace("modules: [gcc/12,", f"modules: [{module},", 1))
+                with pytest.raises(SitebenchError) as err:
+                    validate.validate_site(name, load_reframe=False)
+                assert said in str(err.value) and module in str(err.value)
+            site_yaml.write_text("toolchains:" + text.split("\ntoolchains:")[1])
+            with pytest.raises(SitebenchError) as err:
+                validate.validate_site(name, load_reframe=False)
+            assert "names no modules system" in str(err.value)
+        finally:
+            site_yaml.write_text(text)
+
+
+def test_reframes_tutorial_checks_run_loading_each_toolchains_modules(onboarded, tmp_path):
+    root, name, env, _ = onboarded
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    proc = subprocess.run(
+        [REFRAME, "-C", str(root / "site-configs" / name / "reframe.py")]
+        + ["-c", str(FIXTURES / "tutorial-checks"), "-r", "--prefix", str(tmp_path / "rfm")]
+        + ["--perflogdir", str(tmp_path / "perflogs")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={
+            **clean,
+            "SITEBENCH_SITES_ROOT": str(root),
+            "OMPI_ALLOW_RUN_AS_ROOT": "1",
+            "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+        },
+        timeout=600,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    assert "Ran 4/4 test case(s)" in out and "0 failure(s)" in out, out[-3000:]
+    scripts = sorted((tmp_path / "rfm" / "output").rglob("TutorialMpiHelloTest/rfm_job.sh"))
+    assert len(scripts) == 2
+    for script in scripts:
+        text = script.read_text()
+        mpi = "openmpi" if "openmpi" in script.parts[-3] else "mpich"
+        purge, load = text.index("module purge"), text.index(f"module load {mpi}/")
+        assert purge < text.index("module load gcc/12") < load < text.index("mpirun")
+        hello = (script.parent / "rfm_job.out").read_text()
+        assert "Hello from rank 1 of 2" in hello
