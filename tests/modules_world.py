@@ -14,12 +14,15 @@ is installed, the test suite runs Debian's ``environment-modules`` unpacked besi
 (:func:`envmod_command`, tests/README.md says how to unpack it).
 """
 
+import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 from sitebench.sites import mpi_prefix
+from sitebench.spack import buildcache
 
 LMOD = "/usr/share/lmod/lmod/libexec/lmod"
 #: Where tests/README.md unpacks Debian's environment-modules when Lmod is the installed one.
@@ -57,17 +60,41 @@ def _modulefile(path, lines):
     path.write_text("#%Module\n" + "".join(f"{line}\n" for line in lines))
 
 
-def build(root):
-    """Make the tree under ``root``; return {"modulepath", "gcc", "openmpi", "mpich"}
-    (module names) and the prefixes."""
+def shared_root():
+    """Where the tree lives for every checkout and test run of this user: its prefixes are
+    in the hashes of whatever is built with them, so the same place lets the machine's
+    binary cache serve those builds again (a fresh place rebuilt OSU twice: 314 s)."""
+    return buildcache.externals_dir() / "test-module-tree"
+
+
+def build_shared():
+    """The tree at :func:`shared_root`, made once (in a directory beside it, renamed into
+    place: two test runs at once both end with one whole tree)."""
+    root = shared_root()
+    if not (root / "world.json").is_file():
+        root.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".test-module-tree-", dir=root.parent))
+        world = build(tmp, final=root)
+        (tmp / "world.json").write_text(json.dumps(world))
+        try:
+            tmp.rename(root)
+        except OSError:  # another run made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return json.loads((root / "world.json").read_text())
+
+
+def build(root, final=None):
+    """Make the tree under ``root`` (whose paths name ``final``, where it will be renamed
+    to, default ``root``); return {"modulepath", "gcc", "openmpi", "mpich"} (module names)."""
     root = Path(root)
+    final = Path(final or root)
     tree = root / "modulefiles"
-    world = {"modulepath": str(tree)}
+    world = {"modulepath": str(final / "modulefiles")}
     gcc = root / "gcc-12"
     (gcc / "bin").mkdir(parents=True)
     for name, debian in (("gcc", "gcc-12"), ("g++", "g++-12"), ("gfortran", "gfortran-12")):
         (gcc / "bin" / name).symlink_to(shutil.which(debian))
-    _modulefile(tree / "gcc" / "12", [f"prepend-path PATH {gcc}/bin"])
+    _modulefile(tree / "gcc" / "12", [f"prepend-path PATH {final}/gcc-12/bin"])
     world["gcc"] = "gcc/12"
     for mpi, package in (("openmpi", "libopenmpi-dev"), ("mpich", "libmpich-dev")):
         version = debian_version(package)
@@ -77,11 +104,11 @@ def build(root):
             (prefix / "bin" / program).symlink_to(shutil.which(program))
         _modulefile(
             tree / mpi / version,
-            [f"prepend-path PATH {prefix}/bin", f"setenv SITEBENCH_TEST_MPI {mpi}"],
+            [f"prepend-path PATH {final / prefix.name}/bin", f"setenv SITEBENCH_TEST_MPI {mpi}"],
         )
         world[mpi] = f"{mpi}/{version}"
     _modulefile(tree / "broken" / "1", ['error "broken on purpose"'])
-    _modulefile(tree / "ghost" / "1", [f"prepend-path PATH {root}/not-installed/bin"])
+    _modulefile(tree / "ghost" / "1", [f"prepend-path PATH {final}/not-installed/bin"])
     return world
 
 
@@ -99,7 +126,14 @@ def environ(kind, command, modulepath, base=None):
         env["MODULES_CMD"] = command
         shim = Path(modulepath).parent / "envmod-bin"
         shim.mkdir(exist_ok=True)
-        (shim / "modulecmd").write_text(f'#!/bin/sh\nexec tclsh {command} "$@"\n')
-        (shim / "modulecmd").chmod(0o755)
+        # Written beside and renamed: test runs at once share the tree.
+        text = f'#!/bin/sh\nexec tclsh {command} "$@"\n'
+        target = shim / "modulecmd"
+        if not target.is_file() or target.read_text() != text:
+            fd, name = tempfile.mkstemp(dir=shim)
+            os.close(fd)  # an executable still open for writing cannot run (ETXTBSY)
+            Path(name).write_text(text)
+            Path(name).chmod(0o755)
+            Path(name).rename(target)
         env["PATH"] = f"{shim}:{env['PATH']}"
     return env

@@ -9,13 +9,15 @@ modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it, 
 toolchain's modules in their job scripts.
 """
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, ROOT, spack_missing_reason
+from conftest import FIXTURES, ROOT, sitebench, spack_missing_reason
 from test_validate import local_toolchains
 
 import modules_world
@@ -37,8 +39,8 @@ def command_or_fail(kind):
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory):
-    return modules_world.build(tmp_path_factory.mktemp("modules"))
+def world():
+    return modules_world.build_shared()
 
 
 @pytest.fixture(params=sorted(KINDS))
@@ -151,10 +153,26 @@ class _environ:
         os.environ.update(self.old)
 
 
-@pytest.fixture(scope="module", params=sorted(KINDS))
-def onboarded(request, world, machine_detection, tmp_path_factory):
-    """A site onboarded from the tree with ``kind``'s modules: (sites root, name, env)."""
-    kind = request.param
+@pytest.fixture(scope="module")
+def onboard_with(world, machine_detection, tmp_path_factory):
+    """onboard_with(kind): the site onboarded from the tree with ``kind``'s modules, once
+    per module: (sites root, name, env, report)."""
+    made = {}
+
+    def make(kind):
+        if kind not in made:
+            made[kind] = _onboard(kind, world, machine_detection, tmp_path_factory)
+        return made[kind]
+
+    return make
+
+
+@pytest.fixture(params=sorted(KINDS))
+def onboarded(request, onboard_with):
+    return onboard_with(request.param)
+
+
+def _onboard(kind, world, machine_detection, tmp_path_factory):
     env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
     root = tmp_path_factory.mktemp(f"sites-{kind}")
     (root / "site-configs" / "local").mkdir(parents=True)
@@ -249,3 +267,43 @@ def test_reframes_tutorial_checks_run_loading_each_toolchains_modules(onboarded,
         assert purge < text.index("module load gcc/12") < load < text.index("mpirun")
         hello = (script.parent / "rfm_job.out").read_text()
         assert "Hello from rank 1 of 2" in hello
+
+
+@pytest.mark.slow
+@pytest.mark.spack
+def test_a_module_site_builds_and_runs_each_toolchain_with_its_own_mpi(onboard_with, results_root):
+    """The site onboarded from Lmod's tree, with no hand edits, through `./sitebench run`:
+    Spack builds OSU per toolchain (loading the externals' modules), ReFrame runs its
+    latency check loading the toolchain's modules, each binary loads its own MPI, and
+    compare sets toolchain against toolchain."""
+    root, name, env, _ = onboard_with("lmod")
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    clean["SITEBENCH_SITES_ROOT"] = str(root)
+    proc = sitebench("run", "--site", name, "--", "-n", "OsuLatencyCheck", env=clean)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    (run,) = (results_root / name).iterdir()
+    libraries = {}
+    for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
+        toolchain = spec.parts[-3]
+        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        libraries[toolchain] = [lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd]
+    assert libraries == {"gcc12-openmpi4": ["libmpi.so"], "gcc12-mpich4": ["libmpich.so"]}
+    for script in run.glob("output/*/*/gcc12-mpich4/OsuBuild_*/rfm_build.sh"):
+        text = script.read_text()
+        assert (
+            text.index("module purge") < text.index("module load mpich/") < text.index("spack -e")
+        )
+    compared = sitebench(
+        "compare",
+        f"{name}%gcc12-openmpi4",
+        f"{name}%gcc12-mpich4",
+        "--format",
+        "json",
+        env=clean,
+    )
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    rows = json.loads(compared.stdout)
+    figures = {r["figure"] for r in (rows["rows"] if isinstance(rows, dict) else rows)}
+    assert {"latency_small", "latency_large"} <= figures, compared.stdout[-2000:]

@@ -48,7 +48,9 @@ RUN = (
 
 #: ``./sitebench test`` beyond that: Debian's HPCC (the perf suite's STREAM and HPL
 #: baselines), Chromium (the report opened headless), the private Slurm cluster (slurmdbd
-#: accounting, munge) and cron (the nightly schedule). Without them those tests skip.
+#: accounting, munge), cron (the nightly schedule) and Lmod (toolchains from environment
+#: modules; tests/README.md unpacks the Tcl Environment Modules beside it, as Debian's
+#: packages of the two conflict). Without them those tests skip.
 TEST = (
     "hpcc",
     "chromium",
@@ -57,6 +59,7 @@ TEST = (
     "slurmdbd",
     "munge",
     "cron",
+    "lmod",
 )
 
 #: Named by hints but needed by neither command: the emulated aarch64 site
@@ -65,6 +68,8 @@ OPTIONAL = (
     # Clang toolchains (detection proposes one where clang builds OpenMP programs).
     "clang",
     "libomp-dev",
+    # A site whose modules are the Tcl Environment Modules (conflicts with lmod).
+    "environment-modules",
     "debootstrap",
     "qemu-user-static",
     "binfmt-support",
