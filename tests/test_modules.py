@@ -307,3 +307,44 @@ def test_a_module_site_builds_and_runs_each_toolchain_with_its_own_mpi(onboard_w
     rows = json.loads(compared.stdout)
     figures = {r["figure"] for r in (rows["rows"] if isinstance(rows, dict) else rows)}
     assert {"latency_small", "latency_large"} <= figures, compared.stdout[-2000:]
+
+
+def test_the_local_sites_detection_takes_toolchains_from_modules_too(
+    world, machine_detection, tmp_path
+):
+    """`./sitebench detect` in a shell with modules: the local site's toolchains load them,
+    its reframe.py names the modules system and purges in its job scripts."""
+    from sitebench.sites import local_site, module_externals
+    from sitebench.spack import pinned
+
+    env = modules_world.environ("envmod", command_or_fail("envmod"), world["modulepath"])
+    root = tmp_path / "root"
+    (root / "site-configs" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
+    with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
+        found, setting = local_site.detect_modules(pinned.setup())
+        merged, _ = module_externals.merge(machine_detection.packages, found)
+        packages = local_site.complete_packages(merged, dict(machine_detection.extras))
+        (root / "site-configs" / "local" / "spack").mkdir()
+        written = local_site.write_toolchains(packages, setting)
+    assert {tc.name: tc.modules for tc in written} == {
+        "gcc12-openmpi4": (world["gcc"], world["openmpi"]),
+        "gcc12-mpich4": (world["gcc"], world["mpich"]),
+    }
+    code = (
+        "import json, runpy, sys; c = runpy.run_path(sys.argv[1])['site_configuration'];"
+        "s = c['systems'][0]; print(json.dumps([s['modules_system'],"
+        " s['partitions'][0]['prepare_cmds'], [e.get('modules') for e in c['environments']]]))"
+    )
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(root / "site-configs/local/reframe.py")],
+        capture_output=True,
+        text=True,
+        env={**clean, "SITEBENCH_SITES_ROOT": str(root)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    system, prepare, environ_modules = json.loads(proc.stdout)
+    assert system == "envmod" and prepare[-1].startswith("module purge")
+    assert f"module use {world['modulepath']}" in prepare
+    assert environ_modules == [[world["gcc"], world["openmpi"]], [world["gcc"], world["mpich"]]]

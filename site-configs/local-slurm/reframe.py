@@ -63,6 +63,8 @@ def _partition(name, scheduler, launcher, descr):
         "environs": [e["name"] for e in _envs],
         # One job at a time: concurrent benchmarks would measure each other.
         "max_jobs": 1,
+        # The local site's modules (its toolchains.yaml): purge, then the environment's.
+        "prepare_cmds": _local["systems"][0]["partitions"][0].get("prepare_cmds", []),
         "features": ["spack", "mpi", "openmp", "slurm"] + [f"scale_{s.strip()}" for s in SCALES],
         "processor": _processor(),
         "extras": {
@@ -131,7 +133,7 @@ site_configuration = {
             "name": "local-slurm",
             "descr": f"this machine through its private Slurm cluster ({len(_nodes)} nodes)",
             "hostnames": [".*"],
-            "modules_system": "nomod",
+            "modules_system": _local["systems"][0]["modules_system"],
             "partitions": [
                 _partition("srun", "slurm", "srun", "srun --mpi=pmix; job states from sacct"),
                 _partition("mpirun", "squeue", "mpirun", "Open MPI's mpirun in the allocation"),

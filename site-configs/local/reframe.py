@@ -26,6 +26,9 @@ ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
     # Open MPI refuses to start as root without these (containers, CI).
     env_vars=[["OMPI_ALLOW_RUN_AS_ROOT", "1"], ["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"]],
 )
+# Toolchains detected behind environment modules load them (toolchains.yaml's `modules:`):
+# job scripts purge, then load the environment's modules. Else nomod.
+MODULES = toolchains.modules_for_reframe("local", config_dir=HERE)
 
 
 def _processor():
@@ -43,6 +46,7 @@ _partition = {
     "launcher": "mpirun",
     "environs": ENVIRONS,
     "max_jobs": 1,
+    "prepare_cmds": MODULES["prepare_cmds"],
     "features": ["spack", "mpi", "openmp"] + [f"scale_{s.strip()}" for s in SCALES],
     "extras": {
         "spack_environment": os.path.join(ROOT, "environments", "local"),
@@ -67,7 +71,7 @@ site_configuration = {
             "name": "local",
             "descr": "the machine sitebench runs on (embedded default site)",
             "hostnames": [".*"],
-            "modules_system": "nomod",
+            "modules_system": MODULES["modules_system"],
             "partitions": [_partition],
         }
     ],

@@ -314,9 +314,31 @@ def complete_packages(packages, extras):
     return packages
 
 
-def detect_spack_packages(spack):
-    """Run Spack's own detection in a scratch scope and return packages: {...}."""
+def detect_modules(spack):
+    """(externals behind environment modules, the ``modules:`` setting) where this shell
+    has a modules system with a MODULEPATH, else ({}, None)."""
+    from sitebench.sites import module_externals, modules
+
+    use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
+    system = modules.find() if use else None
+    if system is None:
+        return {}, None
+    system = modules.ModulesSystem(system.kind, system.command, use)
+    found, notes = module_externals.detect(spack, system)
+    for note in notes:
+        print(f"==> modules: {note}", file=sys.stderr)
+    return found, (modules.as_settings(system) if found else None)
+
+
+def detect_spack_packages(spack, module_packages=None):
+    """Run Spack's own detection in a scratch scope and return packages: {...}, with the
+    externals found behind modules (:func:`detect_modules`) merged in."""
+    from sitebench.sites import module_externals
+
     packages = spack_external_find(spack)
+    packages, notes = module_externals.merge(packages, module_packages or {})
+    for note in notes:
+        print(f"==> modules: {note}", file=sys.stderr)
     gaps = toolchain_gaps(packages)
     if gaps:
         raise SitebenchError(gaps[0][1], gaps[0][2])
@@ -449,8 +471,9 @@ def _module_toolchains(packages, path_gcc):
     return found, notes
 
 
-def write_toolchains(packages):
-    """Write the local site's detected toolchains and their Spack files; return them."""
+def write_toolchains(packages, modules_setting=None):
+    """Write the local site's detected toolchains (and, where some load modules, the
+    modules system they are loaded with) and their Spack files; return them."""
     proposed, notes = propose_toolchains(packages)
     for note in notes:
         print(f"==> {note}", file=sys.stderr)
@@ -461,11 +484,14 @@ def write_toolchains(packages):
             "install them (Debian: apt-get install gcc g++ gfortran openmpi-bin "
             "libopenmpi-dev) and rerun `./sitebench detect --redetect`",
         )
+    data = {"toolchains": [tc.as_dict() for tc in parsed]}
+    if modules_setting and any(tc.modules for tc in parsed):
+        data = {"modules": modules_setting, **data}
     write_atomic(
         paths.site_config_dir(SITE) / toolchains.DETECTED,
         "# Detected on this machine by `sitebench detect`; not in git. Each toolchain is\n"
         "# built and run (sitebench/sites/toolchains.py); edit to drop one.\n"
-        + yaml.safe_dump({"toolchains": [tc.as_dict() for tc in parsed]}, sort_keys=False),
+        + yaml.safe_dump(data, sort_keys=False),
     )
     toolchains.write_spack_files(parsed, spack_dir())
     print(f"==> toolchains: {', '.join(tc.name for tc in parsed)}", file=sys.stderr)
@@ -477,7 +503,8 @@ def detect(spack, redetect=False):
     if is_detected() and not redetect:
         return json.loads(topology_file().read_text())
     topology = detect_topology()
-    packages = detect_spack_packages(spack)
+    module_packages, modules_setting = detect_modules(spack)
+    packages = detect_spack_packages(spack, module_packages)
     packages["stream"] = {"require": [stream_requirement(topology)]}
     spack_dir().mkdir(parents=True, exist_ok=True)
     write_atomic(
@@ -487,7 +514,7 @@ def detect(spack, redetect=False):
         f"{STREAM_CACHE_FACTOR} x last-level cache.\n"
         + yaml.safe_dump({"packages": packages}, sort_keys=False),
     )
-    write_toolchains(packages)
+    write_toolchains(packages, modules_setting)
     write_atomic(topology_file(), json.dumps(topology, indent=2) + "\n")
     return topology
 

@@ -363,18 +363,22 @@ PARTITIONS = ${partitions}
 
 def _local():
     """The local site's configuration: its perflog format is what the results store reads.
-    Only its general and logging settings are used: its toolchains are not read (the local
-    site need not be detected where this site runs)."""
+    Only its general and logging settings are used: its toolchains and modules are not
+    read (the local site need not be detected where this site runs)."""
     spec = importlib.util.spec_from_file_location(
         "sitebench_local_site", os.path.join(ROOT, "site-configs", "local", "reframe.py")
     )
     module = importlib.util.module_from_spec(spec)
-    for_reframe = toolchains.for_reframe
+    for_reframe, modules_for = toolchains.for_reframe, toolchains.modules_for_reframe
     toolchains.for_reframe = lambda *args, **kwargs: ([], [])
+    toolchains.modules_for_reframe = lambda *args, **kwargs: {
+        "modules_system": "nomod",
+        "prepare_cmds": [],
+    }
     try:
         spec.loader.exec_module(module)
     finally:
-        toolchains.for_reframe = for_reframe
+        toolchains.for_reframe, toolchains.modules_for_reframe = for_reframe, modules_for
     return module.site_configuration
 
 

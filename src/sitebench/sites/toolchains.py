@@ -97,7 +97,6 @@ class Toolchain:
             "mpi": self.mpi_name,
             "compilers": dict(self.compilers),
             "launcher": self.launcher or DEFAULT_LAUNCHER.get(self.mpi_name, ""),
-            "modules": list(self.modules),
         }
 
     def as_dict(self):
@@ -505,6 +504,16 @@ def for_reframe(site_name, env_vars=(), config_dir=None):
     return [e["name"] for e in environs], environs
 
 
+def modules_settings(owner, settings):
+    """(settings holding the site's ``modules:``, the file they are read from): its
+    ``site.yaml``, else the local site's detected ``toolchains.yaml``."""
+    if settings.get("modules") is None and (owner / DETECTED).is_file():
+        data = yaml.safe_load((owner / DETECTED).read_text()) or {}
+        if data.get("modules") is not None:
+            return data, paths.shown(owner / DETECTED)
+    return settings, paths.shown(owner / "site.yaml")
+
+
 def modules_for_reframe(site_name, config_dir=None):
     """The site's modules system for its ``reframe.py``: ``{"modules_system": ...,
     "prepare_cmds": [...]}`` (the partitions' job scripts define ``module``, use the
@@ -514,7 +523,8 @@ def modules_for_reframe(site_name, config_dir=None):
 
     check_name("site", site_name)
     owner, settings = _owner_dir(config_dir or paths.site_config_dir(site_name))
-    system = modules.from_settings(settings, paths.shown(owner / "site.yaml"))
+    settings, rel = modules_settings(owner, settings)
+    system = modules.from_settings(settings, rel)
     config, prepare = modules.reframe_system(system)
     if system is not None:
         env = system.environ()

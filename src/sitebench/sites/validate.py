@@ -596,7 +596,10 @@ def toolchain_problems(site, settings):
         # packages.yaml is malformed: spack_scope_problems says how; the toolchains' Spack
         # files are left as they are until it is fixed.
         return found, problems
-    problems += _with_key(rel, module_problems(found, owner_settings, rel))
+    module_settings, module_rel = toolchains.modules_settings(
+        paths.site_config_dir(owner), owner_settings
+    )
+    problems += _with_key(rel, module_problems(found, module_settings, module_rel))
     if problems:
         return found, problems
     try:
