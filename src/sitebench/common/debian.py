@@ -44,6 +44,8 @@ RUN = (
     # that builds it and Open MPI's mpi.jar (environments/local/spack.yaml's externals).
     "libmpj-java",
     "default-jdk-headless",
+    # Gadget-2's GSL (environments/local/spack.yaml's external gsl).
+    "libgsl-dev",
 )
 
 #: ``./sitebench test`` beyond that: Debian's HPCC (the perf suite's STREAM and HPL
