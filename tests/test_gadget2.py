@@ -132,3 +132,65 @@ def test_refusals_before_the_run(tmp_path):
     )
     with pytest.raises(ValueError, match="has no NoSuchTag"):
         gadget2_input.write_params(shipped_param(), {"NoSuchTag": "1"})
+
+
+# -- the report: scaling section and table ---------------------------------------------------
+
+
+def test_report_section_and_table_from_the_captures():
+    """A stored run made from the two captures: wall time and efficiency per rank count."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from sitebench.report import sections, seed_tables
+    from sitebench.results import figures as figure_rows
+
+    one = gadget2.parse_cpu(files("np1_a0.11")[1])
+    cases = []
+    for ranks, case in ((1, "np1_a0.11"), (2, "np2_a0.11")):
+        log = gadget2.parse_cpu(files(case)[1])
+        perf = {
+            "wall_time": [log.total_s, 0, None, None, "s"],
+            "steps_per_second": [log.steps_per_second, 0, None, None, "steps/s"],
+            "efficiency": [one.total_s / (ranks * log.total_s), 0, None, None, "fraction"],
+        }
+        cases.append(
+            {
+                "name": "Gadget2Check",
+                "display_name": f"Gadget2Check %scale=quick %ranks={ranks}",
+                "system": "local",
+                "partition": "default",
+                "environ": "gcc-openmpi",
+                "result": "pass",
+                "scale": "quick",
+                "ranks": str(ranks),
+                "num_ranks": ranks,
+                "problem": "lcdm_gas",
+                "time_max": 0.11,
+                "reference_keys": ["scale", "problem", "num_ranks"],
+                "perfvalues": {f"local:default:{k}": v for k, v in perf.items()},
+            }
+        )
+    run = SimpleNamespace(
+        site="local",
+        name="r1",
+        provenance={"cpu_arch": "x86_64_v4"},
+        report={
+            "session_info": {"time_start": "2026-11-26T14:10:00"},
+            "runs": [{"testcases": cases}],
+        },
+    )
+    figs = pd.DataFrame(list(figure_rows.rows_of_run(run)))
+    table = seed_tables.gadget2_scaling(figs)
+    assert list(table["ranks"][:2]) == [1, 2]
+    assert list(table["wall_time"][:2]) == [12.74, 9.84]
+    assert table["efficiency"].iloc[1] == pytest.approx(12.74 / (2 * 9.84))
+    assert table.iloc[-1]["site"] == "the study" and pd.isna(table.iloc[-1]["wall_time"])
+    figs["site_label"], figs["date"], figs["hostname"], figs["href"] = "local", "d", "vm", "#"
+    figs["ranks"] = pd.array(seed_tables.with_vars(figs, "num_ranks")["num_ranks"], dtype="Int64")
+    runs = pd.DataFrame({"site": ["local"], "emulated": [False]})
+    (section,) = [
+        s for s in sections.seed_sections(figs, runs, ["local"]) if s.anchor == "gadget2"
+    ]
+    assert len(section.charts) == 2 and len(section.table) == 3

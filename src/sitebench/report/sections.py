@@ -350,7 +350,54 @@ def seed_sections(figs, runs, labels):
     )
     if len(shares) > 1:
         messages.table = shares
-    return [jacobi, ring_section, pages, messages, _java_section(figs, runs, labels)]
+    return [
+        jacobi,
+        ring_section,
+        pages,
+        messages,
+        _java_section(figs, runs, labels),
+        _gadget2_section(figs, runs, labels),
+    ]
+
+
+def _gadget2_section(figs, runs, labels):
+    """Gadget-2's strong scaling: wall time and efficiency against ranks, per problem."""
+    rows = seed_tables.with_vars(
+        _rows(figs, seed_tables.GADGET2, ["wall_time", "efficiency"]), "problem"
+    )
+    section = _section(
+        "gadget2",
+        "Gadget-2: strong scaling",
+        "Gadget-2 (cosmological N-body/SPH) on one problem (named in each panel; lcdm_gas "
+        "unless a site ran another) from one MPI rank to all cores: wall time (s, Gadget-2's "
+        "own clock, lower is better) and efficiency (the 1-rank wall time over ranks x wall "
+        f"time; 1, the dashed line, is perfect scaling) against ranks. {READING} "
+        + TOOLCHAINS.format(what="line, dashed differently"),
+        rows,
+        runs,
+        [
+            charts.scaling(
+                rows[rows["figure"] == name],
+                labels,
+                x="ranks",
+                x_title="MPI ranks",
+                y_title=title,
+                title=f"Gadget-2 {title} vs ranks",
+                facet="problem",
+                facet_title="problem",
+                mpi=True,
+                **extra,
+            )
+            for name, title, extra in (
+                ("wall_time", "wall time (s)", {"independent_y": True}),
+                ("efficiency", "efficiency", {"ideal": 1.0}),
+            )
+        ],
+    )
+    table = seed_tables.gadget2_scaling(figs)
+    if len(table) > 1:
+        section.table = table
+    return section
 
 
 def _java_section(figs, runs, labels):

@@ -7,7 +7,8 @@ lost with small (4 KiB) pages against large (2 MiB) ones, in %, per benchmark;
 :func:`message_distribution` is the multi-core study's: the share of MPI messages and volume
 per channel (same socket, other socket, other node) per benchmark and by size, beside the
 study's own finding (:data:`MESSAGES_SEED`); :func:`java_against_c` is the ARM-cluster
-study's Java against C ping-pong: MPJ Express and Open MPI's Java bindings against OSU.
+study's Java against C ping-pong: MPJ Express and Open MPI's Java bindings against OSU;
+:func:`gadget2_scaling` is Gadget-2's wall time and efficiency by ranks.
 """
 
 import json
@@ -191,3 +192,36 @@ def java_against_c(figures):
                 }
             )
     return pd.DataFrame(out, columns=JAVA_COLUMNS)
+
+
+GADGET2 = "Gadget2Check"
+GADGET2_COLUMNS = ["site", "environ", "problem", "ranks", "wall_time", "efficiency", "runs"]
+#: The study's row: its Gadget-2 run was a cluster formation; its timings are not in this
+#: repository, so none is quoted (a site runs it with Gadget2Check's param_file, problem).
+GADGET2_SEED = {"site": "the study", "problem": "cluster formation"}
+
+
+def gadget2_scaling(figures):
+    """One row per site, toolchain, problem and rank count: the medians over runs of the wall
+    time (s) and the efficiency against one rank; the study's row last."""
+    rows = figures[figures["check"] == GADGET2]
+    if rows.empty:
+        return pd.DataFrame(columns=GADGET2_COLUMNS)
+    rows = with_vars(rows, "problem", "num_ranks")
+    out = []
+    keys = ["site", "environ", "problem", "num_ranks"]
+    for (site, environ, problem, ranks), group in rows.groupby(keys):
+        per_run = group.pivot_table(index="run", columns="figure", values="value")
+        out.append(
+            {
+                "site": site,
+                "environ": environ,
+                "problem": problem,
+                "ranks": int(ranks),
+                "wall_time": per_run["wall_time"].median() if "wall_time" in per_run else None,
+                "efficiency": per_run["efficiency"].median() if "efficiency" in per_run else None,
+                "runs": len(per_run),
+            }
+        )
+    out.append(GADGET2_SEED)
+    return pd.DataFrame(out, columns=GADGET2_COLUMNS)
