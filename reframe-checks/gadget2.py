@@ -32,8 +32,9 @@ OUTPUT_DIR = "output"
 PARAM_FILE = "gadget2.param"
 
 #: The scale factor lcdm_gas runs to (TimeMax; it starts at a = 1/11, z = 10). quick: 0.11,
-#: 1 rank 14.7 s and 2 ranks 11.0 s on the 2-core VM at load 2.6 (tests/fixtures/gadget2);
-#: 0.5 took about 80 s on 2 ranks. full: None, the parameter file's (lcdm_gas: 1.0, z = 0).
+#: 9 steps: 1 rank 14.7 s and 2 ranks 11.5 s of mpirun on the 2-core VM at load 2.6
+#: (tests/fixtures/gadget2); 0.2 took 20.4 s on 2 ranks, 0.5 about 80 s. full: None, the
+#: parameter file's (lcdm_gas: 1.0, z = 0).
 TIME_MAX = {"quick": 0.11, "full": None}
 
 

@@ -38,9 +38,10 @@ class Gadget2(MakefilePackage):
     and keep the original Makefile as Makefile.original, byte-identical to a6140aa's), made
     with git 2.39.5 and gzip 1.12 as::
 
-        git archive --format=tar --prefix=gadget2-2.0.7/ a6140aa2afd505c3196168d6f09ce0a33f9d5101 \\
+        git archive --format=tar --prefix=gadget2-2.0.7/ \\
+            a6140aa2afd505c3196168d6f09ce0a33f9d5101 \\
             ':(exclude)ICs/cluster_bigendian.dat' ':(exclude)ICs/cluster_littleendian.dat' \\
-            | gzip -n
+            | gzip -n    # sha256 c1eadcbe...45bd
 
     The two cluster initial conditions are left out: the snapshot sitebench's mirror was
     made from lacks their blobs (git prints "error: invalid object" and exits 0). A site's
