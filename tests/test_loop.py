@@ -34,6 +34,7 @@ ALL_CHECKS = {
     "RingCheck",
     "PagesCheck",
     "JavaPingPongCheck",
+    "Gadget2Check",
 }
 
 
@@ -130,8 +131,10 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
     runs = sorted(p for p in (results_root / "local").iterdir())
     assert len(runs) == 2 and not any(p.name.startswith(".") for p in runs)
     # Every toolchain the machine has (Debian with both MPIs: gcc-openmpi, gcc-mpich).
-    declared = [t.name for t in toolchains.load(Site.resolve("local"))]
-    openmpi = {t.name for t in toolchains.load(Site.resolve("local")) if t.mpi == "openmpi"}
+    # (A plain run takes the default ones: a toolchain marked default: false is left out.)
+    chosen = toolchains.selected(toolchains.load(Site.resolve("local")), [])
+    declared = [t.name for t in chosen]
+    openmpi = {t.name for t in chosen if t.mpi == "openmpi"}
     for run, checks in zip(runs, (ALL_CHECKS, {"StreamCheck", "HplCheck"})):
         report = json.loads((run / "report.json").read_text())
         cases = [c for r in report["runs"] for c in r["testcases"]]
@@ -173,13 +176,13 @@ def test_run_twice_store_two_runs_and_compare(results_root, spack):
         assert (run / "perflogs/local/default/HplCheck.log").is_file()
         # Every build's log is kept, also where ReFrame never cleaned the fixture up.
         builds = [c for c in cases if c["fixture"] and c["result"] != "skip"]
-        # Per toolchain, HPL, NPB, OSU (its two checks share one), Jacobi and the ring; once,
-        # STREAM, PARSEC, sysbench and MariaDB, and PagesCheck's own npb beside memaccess;
-        # the Java ping-pong per Open MPI toolchain (NPB in Java skips where the environment
-        # has no npb-java, as environments/local).
+        # Per toolchain, HPL, NPB, OSU (its two checks share one), Jacobi, the ring and
+        # Gadget-2; once, STREAM, PARSEC, sysbench and MariaDB, and PagesCheck's own npb
+        # beside memaccess; the Java ping-pong per Open MPI toolchain (NPB in Java skips
+        # where the environment has no npb-java, as environments/local).
         expected = len(declared) + 1
         if checks == ALL_CHECKS:
-            expected = 5 * len(declared) + 6 + len(openmpi)
+            expected = 6 * len(declared) + 6 + len(openmpi)
         assert len(builds) == expected, [c["name"] for c in builds]
         for case in builds:
             log = (case_folder(run, case) / "rfm_build.out").read_text()
@@ -293,6 +296,12 @@ def test_references_decide_the_verdict(tmp_path, spack, references, verdict):
                 str(ROOT / "reframe-checks"),
                 "-n",
                 "HplCheck",
+                # The verdict, not the figure, is under test: one toolchain and a small N
+                # (both toolchains at the memory-sized N took 85-125 s a case in CI).
+                "-p",
+                toolchains.selected(toolchains.load(Site.resolve("local")))[0].name,
+                "-S",
+                "HplCheck.n=2048",
                 "-r",
                 "--prefix",
                 str(tmp_path),

@@ -1,24 +1,22 @@
 """``./sitebench onboard NAME``: a site from the recorded detection of tests/fixtures/onboarding/.
 
-Everything but the last test writes into a temporary sites root ($SITEBENCH_SITES_ROOT);
-the last (slow, Spack) onboards this machine for real and runs STREAM on the new site.
+Every test writes into a temporary sites root ($SITEBENCH_SITES_ROOT). Onboarding this
+machine for real, and running the new site, is test_modules.py's (its sites come from
+environment modules, beside what is on PATH).
 """
 
 import json
-import re
 import os
 import shutil
 import subprocess
-import uuid
 
 import pytest
 import yaml
-from conftest import FIXTURES, ROOT, sitebench
+from conftest import FIXTURES, ROOT
 from test_validate import cli, local_toolchains, recorded_vm
 
 from sitebench.sites import onboard
 
-from sitebench.common import paths
 from sitebench.common.files import reframe_executable
 
 from sitebench.sites import local_site, toolchains, validate
@@ -346,42 +344,6 @@ def test_cli_onboard_refuses_a_bad_name_without_traceback(sites_root):
     proc = cli("onboard", "../x", env={"SITEBENCH_SITES_ROOT": str(sites_root)})
     assert proc.returncode == 2 and "invalid site name" in proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-@pytest.mark.slow
-@pytest.mark.spack
-def test_onboard_this_machine_then_run_stream(spack, results_root, tmp_path):
-    """The two commands of the issue, for real: onboard, then run (STREAM only, for time)."""
-    name = f"ci-onboard-{uuid.uuid4().hex[:6]}"
-    created = [
-        paths.ROOT / "site-configs" / name,
-        paths.ROOT / "environments" / name,
-    ]
-    try:
-        made = cli("onboard", name)
-        assert made.returncode == 0, made.stdout + made.stderr
-        # gcc among the compilers found (clang too, where it is installed).
-        assert re.search(r"^  compilers: .*\bgcc@", made.stdout, re.M), made.stdout
-        assert f"./sitebench run --site {name}" in made.stdout
-        run = sitebench("run", "--site", name, "--", "-n", "StreamCheck")
-        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
-        (stored,) = (results_root / name).iterdir()
-        assert (stored / "report.json").is_file()
-        assert "Triad" in run.stdout
-        # Checks that are not sitebench's run on it too (ReFrame's tutorial conventions).
-        tutorial = subprocess.run(
-            [reframe_executable(), "-C", paths.ROOT / "site-configs" / name / "reframe.py"]
-            + ["-c", FIXTURES / "tutorial-checks", "-r", "--prefix", tmp_path / "rfm"]
-            + ["--perflogdir", tmp_path / "rfm-perflogs"],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-        )
-        assert tutorial.returncode == 0, tutorial.stdout[-4000:] + tutorial.stderr[-2000:]
-        assert "TutorialStreamTest" in tutorial.stdout and "FAIL" not in tutorial.stdout
-    finally:
-        for path in created:
-            shutil.rmtree(path, ignore_errors=True)
 
 
 def _with_l3(topology, arch, size):

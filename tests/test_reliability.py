@@ -26,6 +26,8 @@ from sitebench.results import compare
 from sitebench.results import figures
 from sitebench.results import record
 from sitebench.results import store
+from sitebench.sites import toolchains
+from sitebench.sites.site import Site
 from sitebench.common.errors import SitebenchError
 from sitebench.parsers import ParseError, hpl, stream
 from sitebench.results.rundirs import (
@@ -348,11 +350,16 @@ def test_a_failed_spack_build_fails_its_benchmark_only_and_is_recorded(
     builtin = spack_packages_checkout()
     proc = sitebench(
         "run",
+        # One toolchain: one HPL built from source (a build per toolchain took 160 s).
+        "--toolchain",
+        toolchains.selected(toolchains.load(Site.resolve("local")))[0].name,
         "--",
         "-n",
         "StreamCheck",
         "-n",
         "HplCheck",
+        "-S",
+        "HplCheck.n=2048",
         env={
             # Its own install tree, source cache and Spack config: nothing of STREAM cached.
             "SITEBENCH_STATE_DIR": str(tmp_path / "state"),
