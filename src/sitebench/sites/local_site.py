@@ -176,21 +176,16 @@ def _mariadb_external():
     return None
 
 
-def spack_external_find(spack):
-    """Run Spack's own detection in a scratch scope; return the ``packages:`` it wrote.
-
-    That is what ``spack compiler find`` and ``spack external find`` (MPI, BLAS, build
-    tools) report, untouched: :func:`complete_packages` turns it into a site's config.
-    """
+def spack_detection(spack, steps, env=None):
+    """Run Spack's detection commands ``steps`` (argument lists) in a scratch user scope,
+    with the builtin repo of sitebench's own scope, in ``env`` (default: this process's);
+    return the ``packages:`` they wrote."""
     with tempfile.TemporaryDirectory() as scratch:
-        # The detection commands write to the user scope; point it at scratch,
-        # keeping the builtin repo from sitebench's own scope.
         shutil.copy(spack.config_dir / "repos.yaml", scratch)
-
-        def run(*args):
+        for args in steps:
             proc = subprocess.run(
                 [spack.executable, *args],
-                env={**spack.environ(), "SPACK_USER_CONFIG_PATH": scratch},
+                env={**spack.environ(env), "SPACK_USER_CONFIG_PATH": scratch},
                 capture_output=True,
                 text=True,
             )
@@ -199,21 +194,34 @@ def spack_external_find(spack):
                     f"`spack {' '.join(args)}` failed: {proc.stderr.strip()[-1000:]}",
                     "run it by hand with `./sitebench spack ...` to see why",
                 )
-
-        print("==> detecting compilers (spack compiler find)", file=sys.stderr)
-        run("compiler", "find", "--scope", "user")
-        print("==> detecting MPI, BLAS and build tools (spack external find)", file=sys.stderr)
-        run("external", "find", "--scope", "user", "--not-buildable", *DETECTED_PACKAGES)
-        for package, soname in BLAS_LIBRARIES.items():
-            search = [arg for d in library_dirs(soname) for arg in ("--path", d)]
-            if search:
-                run("external", "find", "--scope", "user", "--not-buildable", *search, package)
         found = Path(scratch, "packages.yaml")
-        return (
-            (yaml.safe_load(found.read_text()) or {}).get("packages", {})
-            if found.is_file()
-            else {}
-        )
+        if not found.is_file():
+            return {}
+        return (yaml.safe_load(found.read_text()) or {}).get("packages") or {}
+
+
+def spack_external_find(spack):
+    """Run Spack's own detection in a scratch scope; return the ``packages:`` it wrote.
+
+    That is what ``spack compiler find`` and ``spack external find`` (MPI, BLAS, build
+    tools) report, untouched: :func:`complete_packages` turns it into a site's config.
+    """
+    steps = [
+        ["compiler", "find", "--scope", "user"],
+        ["external", "find", "--scope", "user", "--not-buildable", *DETECTED_PACKAGES],
+    ]
+    for package, soname in BLAS_LIBRARIES.items():
+        search = [arg for d in library_dirs(soname) for arg in ("--path", d)]
+        if search:
+            steps.append(
+                ["external", "find", "--scope", "user", "--not-buildable", *search, package]
+            )
+    print(
+        "==> detecting compilers (spack compiler find), MPI, BLAS and build tools "
+        "(spack external find)",
+        file=sys.stderr,
+    )
+    return spack_detection(spack, steps)
 
 
 #: What the suite needs from the machine: (what, Spack packages that provide it, Debian hint).

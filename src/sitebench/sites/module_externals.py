@@ -13,15 +13,10 @@ Hierarchical module trees (Lmod's MPI modules that appear only once a compiler i
 are not walked: their MPIs are found when the tree's first level lists them.
 """
 
-import shutil
-import subprocess
 import sys
-import tempfile
-from pathlib import Path
-
-import yaml
 
 from sitebench.common.errors import SitebenchError
+from sitebench.sites import local_site
 
 #: Module family -> what Spack looks for behind it.
 FAMILIES = {
@@ -38,38 +33,21 @@ def family(module):
 
 
 def _detect(spack, kind, dirs, env):
-    """``packages:`` of ``kind`` Spack's detection finds in ``dirs`` (a scratch user scope)."""
-    with tempfile.TemporaryDirectory() as scratch:
-        shutil.copy(spack.config_dir / "repos.yaml", scratch)
-        if kind == "compiler":
-            steps = [["compiler", "find", "--scope", "user", *dirs]]
-            wanted = None
-        else:
-            search = [a for d in dirs for a in ("--path", d)]
-            wanted = MPI_PACKAGES if kind == "mpi" else BLAS_PACKAGES
-            # Open MPI's detection asks which configured compiler built it: configure the
-            # ones on the module's PATH first (without any, its recipe fails to detect).
-            steps = [
-                ["compiler", "find", "--scope", "user"],
-                ["external", "find", "--scope", "user", "--not-buildable", *search, *wanted],
-            ]
-        for args in steps:
-            proc = subprocess.run(
-                [spack.executable, *args],
-                env={**spack.environ(env), "SPACK_USER_CONFIG_PATH": scratch},
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise SitebenchError(
-                    f"`spack {' '.join(args)}` failed: {proc.stderr.strip()[-800:]}",
-                    "run it by hand with `./sitebench spack ...` to see why",
-                )
-        found = Path(scratch, "packages.yaml")
-        if not found.is_file():
-            return {}
-        packages = (yaml.safe_load(found.read_text()) or {}).get("packages") or {}
-        return {k: v for k, v in packages.items() if wanted is None or k in wanted}
+    """``packages:`` of ``kind`` Spack's detection finds in ``dirs``, in ``env``."""
+    if kind == "compiler":
+        return local_site.spack_detection(
+            spack, [["compiler", "find", "--scope", "user", *dirs]], env
+        )
+    search = [a for d in dirs for a in ("--path", d)]
+    wanted = MPI_PACKAGES if kind == "mpi" else BLAS_PACKAGES
+    # Open MPI's detection asks which configured compiler built it: configure the ones on
+    # the module's PATH first (without any, its recipe fails to detect).
+    steps = [
+        ["compiler", "find", "--scope", "user"],
+        ["external", "find", "--scope", "user", "--not-buildable", *search, *wanted],
+    ]
+    found = local_site.spack_detection(spack, steps, env)
+    return {k: v for k, v in found.items() if k in wanted}
 
 
 def _search_dirs(kind, system, module):
