@@ -259,8 +259,9 @@ def test_no_runs_gives_a_page_that_says_so(tmp_path):
     out = report.build(tmp_path / "r.html", results_root=root, store_dir=tmp_path / "s")
 
     text = out.read_text()
-    # STREAM, sysbench, PARSEC, ping-pong, HPL, NPB, Jacobi, ring, page size, messages.
-    assert text.count("No runs of this check") == 11
+    # STREAM, sysbench, PARSEC, ping-pong, HPL, NPB, Jacobi, ring, page size, messages,
+    # Java against C, Gadget-2.
+    assert text.count("No runs of this check") == 12
     assert 'content="0"' in text and 'class="sb-chart"' not in text
     assert "No site measured power" in text
 
