@@ -204,6 +204,7 @@ def test_local_environment_concretizes_once(spack):
         "jacobi3d",
         "mpi-ring",
         "memaccess",
+        "gadget2",
     }
     # Every benchmark crossed with every toolchain (the spec matrix), as Spack expands it.
     declared = toolchains.load(LOCAL)
