@@ -327,12 +327,7 @@ def detect_modules(spack):
     has a modules system with a MODULEPATH, else ({}, None)."""
     from sitebench.sites import module_externals, modules
 
-    use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
-    system = modules.find() if use else None
-    if system is None:
-        return {}, None
-    system = modules.ModulesSystem(system.kind, system.command, use)
-    found, notes = module_externals.detect(spack, system)
+    system, found, notes = module_externals.from_shell(spack)
     for note in notes:
         print(f"==> modules: {note}", file=sys.stderr)
     return found, (modules.as_settings(system) if found else None)

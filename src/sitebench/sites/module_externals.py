@@ -13,6 +13,7 @@ Hierarchical module trees (Lmod's MPI modules that appear only once a compiler i
 are not walked: their MPIs are found when the tree's first level lists them.
 """
 
+import os
 import sys
 
 from sitebench.common.errors import SitebenchError
@@ -95,6 +96,21 @@ def detect(spack, system):
             if found[pkg].get("buildable") is False:
                 entry["buildable"] = False
     return packages, notes
+
+
+def from_shell(spack):
+    """(the modules system with this shell's MODULEPATH recorded as its ``use``, the
+    externals behind its modules, notes), or (None, {}, []) where the shell has no modules
+    system or no MODULEPATH. Recorded: cron and batch jobs may not set MODULEPATH."""
+    from sitebench.sites import modules
+
+    use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
+    system = modules.find() if use else None
+    if system is None:
+        return None, {}, []
+    system = modules.ModulesSystem(system.kind, system.command, use)
+    found, notes = detect(spack, system)
+    return system, found, notes
 
 
 def _spec_key(ext):

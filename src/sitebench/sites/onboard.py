@@ -133,15 +133,11 @@ class Detection:
 
 
 def detect_modules(spack):
-    """What the environment modules offer (the system this shell uses, else the first
-    installed): {} where there is no modules system."""
-    system = modules.find()
+    """What the environment modules of this shell offer: {} where there are none
+    (:func:`sitebench.sites.module_externals.from_shell`)."""
+    system, packages, notes = module_externals.from_shell(spack)
     if system is None:
         return {}
-    # This shell's MODULEPATH is the site's: recorded, as cron and batch jobs may not set it.
-    use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
-    system = modules.ModulesSystem(system.kind, system.command, use)
-    packages, notes = module_externals.detect(spack, system)
     return {"system": modules.as_settings(system), "packages": packages, "notes": notes}
 
 
