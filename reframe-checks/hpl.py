@@ -39,7 +39,7 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
     """HPL on all cores of a node, one rank per core and one BLAS thread per rank.
 
     Parameters: ``scale``. Variables: ``n`` (0: from memory), ``nb`` (0: the site's),
-    ``memory_fraction``, ``quick_max_n``.
+    ``memory_fraction``, ``quick_max_n``, ``max_nodes``.
     Input: the site's ``site-configs/<site>/hpl.yaml`` (``./sitebench tune hpl`` writes it;
     a partition's ``extras['hpl_settings']`` may name another file): NB, P x Q and every
     other HPL.dat line; HPL's recommended values where the site has none.
@@ -71,6 +71,13 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
     #: :type: :class:`int`
     quick_max_n = variable(int, value=10000)
 
+    #: Nodes HPL runs on, every core of each (a Slurm partition; the local scheduler runs
+    #: on one machine). The matrix is sized from their memory together; the site's tuned
+    #: grid is for one node, so a grid for the larger rank count is derived.
+    #:
+    #: :type: :class:`int`
+    max_nodes = variable(int, value=1, loggable=True)
+
     #: Process grid: the site's tuned grid (hpl.yaml), else derived from the rank count.
     p = variable(int, value=0, loggable=True)
     q = variable(int, value=0, loggable=True)
@@ -86,8 +93,15 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
 
     @run_after("setup")
     def size_problem(self):
-        self.num_tasks = self.processor_cores()
-        self.num_tasks_per_node = self.num_tasks
+        if self.max_nodes < 1:
+            raise ValueError(f"max_nodes={self.max_nodes}: it must be at least 1")
+        if self.max_nodes > 1 and self.current_partition.scheduler.registered_name == "local":
+            raise ValueError(
+                f"max_nodes={self.max_nodes} on partition {self.current_partition.fullname}, "
+                f"whose local scheduler runs on one machine: use max_nodes=1"
+            )
+        self.num_tasks_per_node = self.processor_cores()
+        self.num_tasks = self.num_tasks_per_node * self.max_nodes
         self.num_cpus_per_task = 1
         self.env_vars = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
         settings = self.site_hpl_settings()
@@ -95,7 +109,7 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
             self.nb = settings["nb"]
         if not (self.p and self.q):
             self.p, self.q = settings.get("p", 0), settings.get("q", 0)
-            if not self.p:
+            if not self.p or self.max_nodes > 1:
                 self.p, self.q = process_grid(self.num_tasks)
         if self.p * self.q != self.num_tasks:
             raise ValueError(
@@ -111,7 +125,7 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
                     f"extras['memory_bytes'] to size HPL from; set it or pass -S n=<N>"
                 )
             cap = self.quick_max_n if self.scale == "quick" else None
-            self.n = problem_size(memory, self.memory_fraction, self.nb, cap)
+            self.n = problem_size(memory * self.max_nodes, self.memory_fraction, self.nb, cap)
         self.executable = self.binary(self.hpl_build, "bin/xhpl")
 
     def site_hpl_settings(self):

@@ -8,14 +8,15 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 from reframe.core.exceptions import PerformanceError
 
 from conftest import FIXTURES, ROOT, unjudged
+from test_slurm_cluster import start_cluster  # noqa: F401 (a fixture)
 from sitebench.parsers import ParseError, ompi_monitoring, osu
 from sitebench.report import data as report_data
 from sitebench.report import seed_tables
@@ -355,102 +356,65 @@ def test_stored_distributions_compare_and_make_the_study_table(results_root):
     assert seed["site"] == "the study" and seed["messages %"] == 50.0
 
 
-#: NpbMessagesCheck with two ranks on each of two one-CPU nodes: Slurm allocates one task a
-#: node (its directives last, so they win: it refuses 2 tasks on a 1-CPU node even with
-#: --overcommit, "Requested node configuration is not available") and mpirun oversubscribes
-#: them: pairs on one node and pairs across the nodes in one run.
-TWO_PER_NODE = """
-import os
-import sys
-
-import reframe as rfm
-from reframe.core.builtins import parameter, run_after
-
-sys.path.insert(0, {checks!r})
-import npb  # noqa: E402
-
-
-@rfm.simple_test
-class NpbMessagesTwoPerNode(npb.NpbMessagesCheck):
-    benchmark = parameter(["cg"])
-
-    @run_after("setup")
-    def two_ranks_per_node(self):
-        self.num_ranks = self.num_tasks = 4
-        self.num_tasks_per_node = 2
-        self.job.options = self.job.options + ["--ntasks=2", "--ntasks-per-node=1"]
-        self.job.launcher.options = list(self.job.launcher.options) + ["--oversubscribe"]
-"""
-
-
 @pytest.mark.slurm
 @pytest.mark.spack
 @pytest.mark.slow
-def test_two_nodes_give_intra_and_inter_node_traffic(spack, tmp_path):
-    """On the private 2-node Slurm cluster: NPB CG (class S, 4 ranks, 2 per node) under
-    monitoring through mpirun has messages in the node and across the network; under srun
-    the case skips, saying why."""
-    from sitebench.services.slurm.cluster import LocalCluster
-    from test_slurm_cluster import PORT, _skip_reason
+def test_a_stored_two_node_run_has_traffic_in_and_between_the_nodes(
+    start_cluster, spack, tmp_path  # noqa: F811 (the fixture)
+):
+    """The issue's stored run: `./sitebench run --site local-slurm` on the private cluster's
+    two nodes, each declaring 2 CPUs on its one core (`cluster start --cpus-per-node 2`),
+    NPB's six kernels (class S) and HPL (N=2000) on 4 ranks, 2 a node, under monitoring
+    through mpirun. Every benchmark's stored figures have messages in the socket and across
+    the network; every figure is marked disturbed (ranks share cores); the per-rank files are
+    kept; under srun the cases skip, saying why."""
+    from sitebench.results import figures
+    from sitebench.results.rundirs import case_folder, load_run
+    from test_slurm_cluster import cases_of, only_run, run_site
 
-    reason = _skip_reason(2)
-    if reason:
-        pytest.skip(reason)
-    check = tmp_path / "npb_two_per_node.py"
-    check.write_text(TWO_PER_NODE.format(checks=str(ROOT / "reframe-checks")))
-    root = Path(tempfile.mkdtemp(prefix="sb-slurm."))  # short: unix socket paths
-    root.chmod(0o755)
-    cluster = LocalCluster(root / "n2")
-    try:
-        cluster.start(nodes=2, port=PORT)
-        report = tmp_path / "report.json"
-        proc = subprocess.run(
-            [
-                os.path.join(os.path.dirname(sys.executable), "reframe"),
-                "-C",
-                str(ROOT / "site-configs/local-slurm/reframe.py"),
-                "-c",
-                str(check),
-                "-n",
-                "NpbMessagesTwoPerNode",
-                "-S",
-                "npb_class=S",
-                "-S",
-                "max_nodes=2",
-                "-r",
-                "--prefix",
-                str(tmp_path / "rfm"),
-                "--report-file",
-                str(report),
-            ],
-            env={**unjudged(spack), "SITEBENCH_SLURM_DIR": str(cluster.layout.root)},
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-        )
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    cases = {
-        c["partition"]: c
-        for c in json.loads(report.read_text())["runs"][0]["testcases"]
-        if not c.get("fixture")
-    }
-    skipped = [line for line in proc.stdout.splitlines() if "SKIP" in line]
-    assert cases["srun"]["result"] == "skip"
-    assert "this partition launches with srun" in " ".join(skipped), skipped
-    case = cases["mpirun"]
-    assert case["result"] == "pass", proc.stdout[-3000:]
-    assert case["num_tasks"] == 4 and case["monitor_messages"] is True
-    perf = {k.split(":", 2)[2]: v[0] for k, v in case["perfvalues"].items()}
-    assert perf["app_messages_socket"] > 0 and perf["app_messages_network"] > 0, perf
-    assert 0 < perf["messages_share_socket"] < 100 and 0 < perf["messages_share_network"] < 100
-    assert perf["messages_share_node"] == 0.0  # one socket per node
-    err = (Path(case["outputdir"]) / "rfm_job.err").read_text()
-    assert "[sbnode1:" in err and "[sbnode2:" in err, err  # --report-bindings
-    kept = sorted(p.name for p in Path(case["outputdir"]).glob("monitoring.*.prof"))
-    assert kept == [f"monitoring.{r}.prof" for r in range(4)]
+    cluster = start_cluster(2, cpus_per_node=2)
+    results = tmp_path / "results"
+    proc = run_site(
+        cluster,
+        results,
+        unjudged(spack),
+        "-n",
+        "NpbMessagesCheck|HplMessagesCheck",
+        "-S",
+        "max_nodes=2",
+        "-S",
+        "npb_class=S",
+        "-S",
+        "n=2000",
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    run_dir = only_run(results)
+    cases = cases_of(run_dir)
+    skipped = [c for c in cases if c["partition"] == "srun"]
+    assert len(skipped) == 7 and all(c["result"] == "skip" for c in skipped)
+    assert "this partition launches with srun" in proc.stdout
+    ran = [c for c in cases if c["partition"] == "mpirun"]
+    assert len(ran) == 7 and all(c["result"] == "pass" for c in ran), proc.stdout[-3000:]
+    assert all(c["num_tasks"] == 4 and c["num_tasks_per_node"] == 2 for c in ran)
+    rows = pd.DataFrame(figures.rows_of_run(load_run(run_dir)), columns=figures.COLUMNS)
+    assert rows.disturbed.all() and rows.params.nunique() == 7
+    by = rows.set_index(["params", "figure"]).value
+    for params in set(rows.params):
+        assert 0 < by[(params, "messages_share_socket")] < 100, params
+        assert by[(params, "messages_share_node")] == 0.0  # one socket per node
+        if "benchmark=ep" in params:  # EP sends only in collectives: Open MPI's internal
+            assert by[(params, "app_messages_network")] == 0
+            continue
+        assert by[(params, "app_messages_socket")] > 0, params
+        assert by[(params, "app_messages_network")] > 0, params
+    hpl = next(c for c in ran if c["name"].startswith("HplMessagesCheck"))
+    assert (hpl["n"], hpl["p"] * hpl["q"], hpl["max_nodes"]) == (2000, 4, 2)
+    for case in ran:  # the run's own copy of each case's files
+        out = case_folder(run_dir, case)
+        err = (out / "rfm_job.err").read_text()
+        assert "[sbnode1:" in err and "[sbnode2:" in err, err  # --report-bindings
+        kept = sorted(p.name for p in out.glob("monitoring.*.prof"))
+        assert kept == [f"monitoring.{r}.prof" for r in range(4)]
 
 
 def monitored_stage(tmp_path, capture):

@@ -73,13 +73,13 @@ def start_cluster():
     root = Path(tempfile.mkdtemp(prefix="sb-slurm."))
     root.chmod(0o755)  # munged wants the directories above its socket searchable
 
-    def start(nodes=1):
+    def start(nodes=1, cpus_per_node=None):
         reason = _skip_reason(nodes)
         if reason:
             pytest.skip(reason)
         cluster = LocalCluster(root / f"n{nodes}")
         started.append(cluster)
-        cluster.start(nodes=nodes, port=PORT)
+        cluster.start(nodes=nodes, port=PORT, cpus_per_node=cpus_per_node)
         return cluster
 
     yield start

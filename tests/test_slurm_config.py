@@ -63,17 +63,36 @@ def test_nodes_share_out_cpus_and_memory(tmp_path):
     assert Cluster.from_json(cluster.to_json()) == cluster
 
 
+def test_nodes_may_declare_more_cpus_than_their_share(tmp_path):
+    """--cpus-per-node 2 on a 2-core machine: two nodes of 2 CPUs, one host core each."""
+    cluster = plan(2, "vm", [0, 1], 24105, accounting="none", cpus_per_node=2)
+    assert [(n.cpus, n.cores_per_socket, n.host_cpus) for n in cluster.nodes] == [
+        (2, 2, [0]),
+        (2, 2, [1]),
+    ]
+    text = slurm_conf(cluster, Layout(tmp_path))
+    assert "NodeName=sbnode2 NodeAddr=10.213.0.12 NodeHostname=sbnode2 CPUs=2 " in text
+    # Slurm takes the declared CPUs, not what slurmd finds in the cpuset.
+    assert conf_lines(text)["SlurmdParameters"] == "config_overrides"
+
+
 @pytest.mark.reliability_input
 @pytest.mark.parametrize(
-    "args, message",
+    "args, extra, message",
     [
-        ((3, "vm", [0, 1], 1000), "3 nodes on 2 CPUs: each node needs a CPU of its own"),
-        ((0, "vm", [0, 1], 1000), "0 nodes: a cluster needs at least 1"),
+        ((3, "vm", [0, 1], 1000), {}, "3 nodes on 2 CPUs: each node needs a CPU of its own"),
+        ((0, "vm", [0, 1], 1000), {}, "0 nodes: a cluster needs at least 1"),
+        ((1, "vm", [0, 1], 1000), {"cpus_per_node": 4}, "cpus_per_node is for several nodes"),
+        (
+            (2, "vm", [0, 1, 2, 3], 1000),
+            {"cpus_per_node": 1},
+            r"1 CPUs per node is fewer than each node's share of the host \(2\)",
+        ),
     ],
 )
-def test_impossible_plans_say_why(args, message):
+def test_impossible_plans_say_why(args, extra, message):
     with pytest.raises(ValueError, match=message):
-        plan(*args)
+        plan(*args, **extra)
 
 
 def test_a_small_subnet_is_refused():

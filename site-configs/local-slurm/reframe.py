@@ -51,6 +51,9 @@ _node = _nodes[0]  # the nodes are alike
 os.environ["SLURM_CONF"] = os.path.join(CLUSTER_DIR, "etc", "slurm.conf")
 _multi = len(_nodes) > 1
 _subnet = _cluster_info["subnet"]
+# Nodes declaring more CPUs than their cpuset holds (cluster start --cpus-per-node): ranks
+# share cores, so placement and traffic are a bigger node's but no timing is this machine's.
+_shared_cores = _multi and _node["cpus"] > len(_node["host_cpus"])
 
 
 def _partition(name, scheduler, launcher, descr):
@@ -78,6 +81,9 @@ def _partition(name, scheduler, launcher, descr):
             "nodes": len(_nodes),
             # TCP between nodes: their private subnet (ReFrame's OSU check reads it).
             "tcp_interfaces": _subnet if _multi else "lo",
+            # Host cores under each node's declared CPUs where fewer (0: a core per CPU):
+            # every case's figures are then marked disturbed (sitebench/run/benchmark.py).
+            "shared_cores": len(_node["host_cpus"]) if _shared_cores else 0,
         },
     }
 
@@ -122,6 +128,9 @@ for _env in _envs:
         ["OMPI_MCA_btl_tcp_if_include", _subnet if _multi else "lo"],
         ["SLURM_MPI_TYPE", "pmix"],
     ]
+    if _shared_cores:
+        # More ranks than the node's cpuset has cores: mpirun must bind several to one.
+        _env["env_vars"].append(["OMPI_MCA_hwloc_base_binding_policy", "core:overload-allowed"])
 
 # The local site's perflog: its %(check_#ALL)s already holds check_jobid and
 # check_job_nodelist, and the report the scheduler of every case.

@@ -15,6 +15,13 @@ def setup_parser(p):
         help="slurmd nodes (>1: one network namespace and a share of the CPUs each; default 1)",
     )
     p.add_argument(
+        "--cpus-per-node",
+        type=int,
+        default=None,
+        help="with --nodes > 1: CPUs each node declares, more than its share of the host "
+        "(ranks share cores: placement and traffic as on bigger nodes, timings meaningless)",
+    )
+    p.add_argument(
         "--accounting",
         choices=("slurmdbd", "none"),
         default="slurmdbd",
@@ -33,7 +40,12 @@ def command(args):
 
     cluster = LocalCluster(args.dir)
     if args.action == "start":
-        started = cluster.start(nodes=args.nodes, accounting=args.accounting, port=args.port)
+        started = cluster.start(
+            nodes=args.nodes,
+            accounting=args.accounting,
+            port=args.port,
+            cpus_per_node=args.cpus_per_node,
+        )
         nodes = ", ".join(f"{n.name} ({n.address}, {n.cpus} CPUs)" for n in started.nodes)
         print(f"Slurm cluster up in {cluster.layout.root}: {nodes}; accounting {args.accounting}")
         print(f"use it: export SLURM_CONF={cluster.layout.slurm_conf}")

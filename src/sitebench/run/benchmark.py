@@ -240,7 +240,20 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
 
     @run_before("performance", always_last=True)
     def judge_disturbance(self):
-        if not self.measures_disturbance() or self.is_dry_run():
+        if self.is_dry_run():
+            return
+        shared = self.current_partition.extras.get("shared_cores")
+        if shared:
+            # Ranks share cores by the partition's making (cluster start --cpus-per-node):
+            # placement and traffic are real, no timing is this machine's.
+            self.disturbed = True
+            self.logger.warning(
+                f"{self.name}: disturbed: partition {self.current_partition.fullname} "
+                f"declares {self.current_partition.processor.num_cpus} CPUs a node on "
+                f"{shared} core(s); its timings are not this machine's"
+            )
+            return
+        if not self.measures_disturbance():
             return
         try:
             with open(os.path.join(self.stagedir, disturbance.CPU_FILE)) as fp:

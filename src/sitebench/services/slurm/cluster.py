@@ -174,7 +174,7 @@ class LocalCluster:
 
     # -- start -------------------------------------------------------------------------
 
-    def start(self, nodes=1, accounting="slurmdbd", port=None, subnet=None):
+    def start(self, nodes=1, accounting="slurmdbd", port=None, subnet=None, cpus_per_node=None):
         root = needs_root()
         if root:
             raise SitebenchError(*root)
@@ -194,16 +194,20 @@ class LocalCluster:
             why = netns.unavailable()
             if why:
                 raise SitebenchError(f"cannot make {nodes} nodes on this machine: {why}")
-        cluster = plan(
-            nodes,
-            socket.gethostname().split(".")[0],
-            host_cpus(),
-            host_memory_mb(),
-            port=port or 6817,
-            subnet=subnet or "10.213.0.0/24",
-            accounting=accounting,
-            db_password=secrets.token_hex(12),
-        )
+        try:
+            cluster = plan(
+                nodes,
+                socket.gethostname().split(".")[0],
+                host_cpus(),
+                host_memory_mb(),
+                port=port or 6817,
+                subnet=subnet or "10.213.0.0/24",
+                accounting=accounting,
+                db_password=secrets.token_hex(12),
+                cpus_per_node=cpus_per_node,
+            )
+        except ValueError as err:  # a cluster this machine cannot hold: say so, no traceback
+            raise SitebenchError(str(err), "./sitebench cluster start --help") from None
         busy = [
             f"{d} port {p}"
             for d, p in cluster.ports.items()

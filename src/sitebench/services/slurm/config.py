@@ -101,12 +101,22 @@ def plan(
     subnet=DEFAULT_SUBNET,
     accounting="slurmdbd",
     db_password="",
+    cpus_per_node=None,
 ):
     """The cluster to start: 1 node is this host on loopback; N > 1 nodes share out the
     host's CPUs (at least one each, never two nodes on one CPU) and memory, one network
-    namespace each on ``subnet``."""
+    namespace each on ``subnet``.
+
+    ``cpus_per_node`` (N > 1 only) declares more CPUs a node than its share of the host
+    holds: ranks then share cores (timings mean nothing), but Slurm, mpirun and the checks
+    place them as on nodes of that size, e.g. two ranks on each of two nodes on a 2-core
+    machine, for traffic inside and between nodes in one run."""
     if num_nodes < 1:
         raise ValueError(f"{num_nodes} nodes: a cluster needs at least 1")
+    if cpus_per_node is not None and num_nodes == 1:
+        raise ValueError(
+            "cpus_per_node is for several nodes; one node is this host with all its CPUs"
+        )
     cpus = sorted(host_cpus)
     if num_nodes == 1:
         node = Node(host, "127.0.0.1", len(cpus), len(cpus), 1, memory_mb)
@@ -123,12 +133,18 @@ def plan(
         raise ValueError(f"subnet {subnet} is too small for {num_nodes} nodes")
     hosts = list(net.hosts())
     per = len(cpus) // num_nodes
+    declared = cpus_per_node or per
+    if declared < per:
+        raise ValueError(
+            f"{declared} CPUs per node is fewer than each node's share of the host ({per}): "
+            f"ask for at least {per}, or more nodes"
+        )
     nodes = [
         Node(
             name=f"{NODE_PREFIX}{i + 1}",
             address=str(hosts[10 + i]),
-            cpus=per,
-            cores_per_socket=per,
+            cpus=declared,
+            cores_per_socket=declared,
             sockets=1,
             memory_mb=memory_mb // num_nodes,
             host_cpus=cpus[i * per : (i + 1) * per],
