@@ -89,7 +89,9 @@ class NpbJavaCheck(SitebenchBenchmark):
     substitute_for = variable(str, value="NPB-MPJ", loggable=True)
 
     npb_java_build = fixture(NpbJavaBuild, scope="environment")
-    reference_keys = ["scale", "benchmark"]
+    # As NpbCheck's: a reference holds for one class and core count, and the report sets
+    # Java beside NPB-MPI by them (seed_tables.npb_java_against_c).
+    reference_keys = ["scale", "benchmark", "npb_class", "threads"]
     problem_keys = ["npb_class"]
     uses_mpi = False
     num_tasks = 1

@@ -81,3 +81,85 @@ def test_check_runs_cg_and_is_verified(spack, tmp_path):
     assert all(c["result"] == "pass" for c in ran.values()), proc.stdout[-3000:]
     for c in ran.values():
         assert c["npb_class"] == "A" and c["substitute_for"] == "NPB-MPJ"
+
+
+def test_report_sets_npb_java_beside_npb_mpi_kernel_by_kernel():
+    """A stored run made from the captures: NPB Java's four kernels (class A, 2 threads) and
+    NPB-MPI's of the same class on 2 ranks (tests/fixtures/npb/, Open MPI); the seed table pairs
+    them kernel by kernel, labelled the substitute it is, and the report's section shows it."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from sitebench.parsers import npb
+    from sitebench.report import sections, seed_tables
+    from sitebench.results import figures as figure_rows
+    from test_java_pingpong import case
+
+    cases = []
+    for kernel in ("cg", "ft", "is", "mg"):
+        java = npb_java.parse((NJ / f"{kernel}_A_np2.txt").read_text())
+        cases.append(
+            case(
+                "NpbJavaCheck",
+                f"%scale=quick %benchmark={kernel}",
+                {"mops_total": (java.mops_total, "Mop/s"), "time": (java.time, "s")},
+                environ="gcc-mpich",
+                scale="quick",
+                benchmark=kernel,
+                npb_class=java.npb_class,
+                threads=java.threads,
+            )
+        )
+        mpi = npb.parse((FIXTURES / f"npb/npb-3.4.2-mpi_{kernel}.A_np2.txt").read_text())
+        # Only CG also ran on 1 rank: a count Java did not run, never paired.
+        ranks = (1, 2) if kernel == "cg" else (2,)
+        for n in ranks:
+            mpi_n = (
+                mpi
+                if n == 2
+                else npb.parse((FIXTURES / "npb/npb-3.4.2-mpi_cg.A_np1.txt").read_text())
+            )
+            cases.append(
+                case(
+                    "NpbCheck",
+                    f"%scale=quick %benchmark={kernel} %ranks={n}",
+                    {"mops_total": (mpi_n.mops_total, "Mop/s")},
+                    scale="quick",
+                    benchmark=kernel,
+                    npb_class="A",
+                    num_ranks=n,
+                )
+            )
+    run = SimpleNamespace(
+        site="local",
+        name="r1",
+        provenance={"cpu_arch": "x86_64_v4"},
+        report={
+            "session_info": {"time_start": "2026-11-26T10:00:00"},
+            "runs": [{"testcases": cases}],
+        },
+    )
+    figs = pd.DataFrame(list(figure_rows.rows_of_run(run)))
+    table = seed_tables.npb_java_against_c(figs)
+    assert list(table.columns) == seed_tables.NPB_JAVA_COLUMNS
+    assert sorted(table["benchmark"]) == ["cg", "ft", "is", "mg"]
+    cg = table[table["benchmark"] == "cg"].iloc[0]
+    assert (cg["java (Mop/s)"], cg["cores"], cg["npb_class"]) == (1054.588, 2, "A")
+    assert cg["c (Mop/s)"] == 8193.57 and cg["c_mpi"] == "gcc-openmpi"
+    assert cg["java / c"] == pytest.approx(1054.588 / 8193.57)
+    assert cg["java"] == "NPB3.0-JAV threads (substitute for NPB-MPJ)" and cg["runs"] == 1
+    # Without NPB-MPI figures the Java rows stay, C empty.
+    alone = seed_tables.npb_java_against_c(figs[figs["check"] == "NpbJavaCheck"])
+    assert len(alone) == 4 and alone["c (Mop/s)"].isna().all()
+    figs["site_label"], figs["date"], figs["hostname"], figs["href"] = "local", "d", "vm", "#"
+    figs["ranks"] = pd.array([None] * len(figs), dtype="Int64")
+    runs = pd.DataFrame({"site": ["local"], "emulated": [False]})
+    (section,) = [
+        s for s in sections.seed_sections(figs, runs, ["local"]) if s.anchor == "npb-java"
+    ]
+    assert len(section.table) == 4 and section.charts and "SUBSTITUTE" in section.text
+    # The chart: Java's four kernels and the four NPB-MPI cases on 2 ranks, not CG on 1.
+    drawn = seed_tables.npb_java_rows(figs)
+    assert sorted(drawn["check"]) == ["NpbCheck"] * 4 + ["NpbJavaCheck"] * 4
+    assert "%ranks=1" not in " ".join(drawn["params"])

@@ -260,8 +260,9 @@ def test_no_runs_gives_a_page_that_says_so(tmp_path):
 
     text = out.read_text()
     # STREAM, sysbench, PARSEC, ping-pong, HPL, NPB, Jacobi, ring, page size, messages,
-    # Java against C, Gadget-2.
-    assert text.count("No runs of this check") == 12
+    # Java against C, NPB in Java (saying it is optional), Gadget-2.
+    assert text.count("No runs of this check") == 13
+    assert "npb-java is optional: add it to the environment" in text
     assert 'content="0"' in text and 'class="sb-chart"' not in text
     assert "No site measured power" in text
 

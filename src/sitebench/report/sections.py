@@ -356,8 +356,32 @@ def seed_sections(figs, runs, labels):
         pages,
         messages,
         _java_section(figs, runs, labels),
+        _npb_java_section(figs, runs, labels),
         _gadget2_section(figs, runs, labels),
     ]
+
+
+def _npb_java_section(figs, runs, labels):
+    """NPB in Java (the substitute for the study's NPB-MPJ) beside NPB-MPI, kernel by kernel."""
+    java = figs[(figs["check"] == seed_tables.NPB_JAVA) & (figs["figure"] == "mops_total")]
+    both = seed_tables.npb_java_rows(figs)
+    section = _section(
+        "npb-java",
+        "NPB in Java against NPB-MPI (a substitute)",
+        "NASA's NPB 3.0 Java version (threads in one JVM) as a SUBSTITUTE for the study's "
+        "NPB-MPJ, which is on no public repository: Mop/s per kernel (higher is better) beside "
+        "NPB-MPI's at the same class and as many ranks as Java had threads, per MPI; medians "
+        "over the runs. It runs where a site's environment has the optional npb-java spec. "
+        "Derivation: reframe-checks/README.md.",
+        java,
+        runs,
+        [charts.per_case(both, labels, title="NPB Java and NPB-MPI Mop/s per kernel")],
+        missing=NO_RUNS + " npb-java is optional: add it to the environment's specs to run it.",
+    )
+    table = seed_tables.npb_java_against_c(figs)
+    if not table.empty:
+        section.table = table
+    return section
 
 
 def _gadget2_section(figs, runs, labels):

@@ -8,7 +8,9 @@ lost with small (4 KiB) pages against large (2 MiB) ones, in %, per benchmark;
 per channel (same socket, other socket, other node) per benchmark and by size, beside the
 study's own finding (:data:`MESSAGES_SEED`); :func:`java_against_c` is the ARM-cluster
 study's Java against C ping-pong: MPJ Express and Open MPI's Java bindings against OSU;
-:func:`gadget2_scaling` is Gadget-2's wall time and efficiency by ranks.
+:func:`npb_java_against_c` sets NPB's Java version (the substitute for the study's NPB-MPJ)
+beside NPB-MPI kernel by kernel; :func:`gadget2_scaling` is Gadget-2's wall time and
+efficiency by ranks.
 """
 
 import json
@@ -192,6 +194,72 @@ def java_against_c(figures):
                 }
             )
     return pd.DataFrame(out, columns=JAVA_COLUMNS)
+
+
+#: NPB in Java beside NPB-MPI (issue 28): NASA's NPB3.0-JAV (threads in one JVM), the
+#: substitute for the study's NPB-MPJ, which is on no public repository.
+NPB_JAVA = "NpbJavaCheck"
+NPB_C = "NpbCheck"
+NPB_JAVA_COLUMNS = [
+    "site",
+    "benchmark",
+    "npb_class",
+    "cores",
+    "java (Mop/s)",
+    "java",
+    "c (Mop/s)",
+    "c_mpi",
+    "java / c",
+    "runs",
+]
+NPB_JAVA_LABEL = "NPB3.0-JAV threads (substitute for NPB-MPJ)"
+
+
+def npb_java_rows(figures):
+    """The ``mops_total`` rows of NPB Java and of the NPB-MPI cases it is set beside (same
+    site, kernel, class and ranks = threads): what the report's chart draws."""
+    mops = figures[figures["figure"] == "mops_total"]
+    java = with_vars(mops[mops["check"] == NPB_JAVA], "benchmark", "npb_class", "threads")
+    c = with_vars(mops[mops["check"] == NPB_C], "benchmark", "npb_class", "num_ranks")
+    ran = set(zip(java["site"], java["benchmark"], java["npb_class"], java["threads"]))
+    paired = [k in ran for k in zip(c["site"], c["benchmark"], c["npb_class"], c["num_ranks"])]
+    return pd.concat([java, c[paired]])[list(figures.columns)]
+
+
+def npb_java_against_c(figures):
+    """One row per site, kernel, class and core count the Java substitute ran, and per MPI of
+    the site's NPB-MPI runs of the same kernel, class and as many ranks as Java had threads:
+    the medians of ``mops_total`` over the runs and their ratio. Java rows stay (C empty)
+    where NPB-MPI did not run that kernel, class and count."""
+    mops = figures[figures["figure"] == "mops_total"]
+    java = with_vars(mops[mops["check"] == NPB_JAVA], "benchmark", "npb_class", "threads")
+    c = with_vars(mops[mops["check"] == NPB_C], "benchmark", "npb_class", "num_ranks")
+    out = []
+    keys = ["site", "benchmark", "npb_class", "threads"]
+    for (site, benchmark, npb_class, threads), group in java.groupby(keys):
+        row = {
+            "site": site,
+            "benchmark": benchmark,
+            "npb_class": npb_class,
+            "cores": threads,
+            "java (Mop/s)": group["value"].median(),
+            "java": NPB_JAVA_LABEL,
+            "runs": group["run"].nunique(),
+        }
+        same = c[
+            (c["site"] == site)
+            & (c["benchmark"] == benchmark)
+            & (c["npb_class"] == npb_class)
+            & (c["num_ranks"] == threads)
+        ]
+        if same.empty:
+            out.append({**row, "c (Mop/s)": None, "c_mpi": None, "java / c": None})
+            continue
+        for environ, per_mpi in same.groupby("environ"):
+            value = per_mpi["value"].median()
+            ratio = row["java (Mop/s)"] / value if value else None
+            out.append({**row, "c (Mop/s)": value, "c_mpi": environ, "java / c": ratio})
+    return pd.DataFrame(out, columns=NPB_JAVA_COLUMNS)
 
 
 GADGET2 = "Gadget2Check"
