@@ -11,14 +11,25 @@ def setup_parser(p):
         "benchmark",
         nargs="?",
         default="all",
-        choices=("all", "hpl", "stream", "store", "exchange", "harness", "first-result"),
+        choices=(
+            "all",
+            "hpl",
+            "stream",
+            "store",
+            "exchange",
+            "harness",
+            "first-result",
+            "second-checkout",
+        ),
         help="all (default): each below in turn, then a table of every ratio; hpl: our HPL "
         "against hpcc, Spack's builtin and DGEMM; stream: our STREAM against Spack's builtin "
         "and hpcc's SingleSTREAM; store: the results store on 10 million synthetic figures; "
         "exchange: publish, pull and the store's refresh in a results repository of 10 "
         "sites x 1 year of runs; "
         "harness: the quick suite's wall time against its benchmarks' own, a no-change "
-        "install against the first; first-result: a fresh clone to its first figure",
+        "install against the first; first-result: a fresh clone to its first figure; "
+        "second-checkout: a second fresh clone's run with the binary cache the first filled, "
+        "against the first's",
     )
     p.add_argument("--n", type=int, default=8000, help="HPL matrix order (default 8000)")
     p.add_argument("--nb", type=int, default=192, help="HPL block size (default 192)")
@@ -49,7 +60,7 @@ def command(args):
     from sitebench.perf import suite
 
     if args.rounds is None:
-        args.rounds = 1 if args.benchmark == "first-result" else 3
+        args.rounds = 1 if args.benchmark in ("first-result", "second-checkout") else 3
     for flag, value in (
         ("--rounds", args.rounds),
         ("--first-result-rounds", args.first_result_rounds),

@@ -286,20 +286,23 @@ def _clean_env():
     return env
 
 
-def first_result_round(scratch, cold_cache=False):
+def first_result_round(scratch, cold_cache=False, buildcache_dir=None, name="clone"):
     """``git clone`` then ``./sitebench run``: seconds to each milestone of the first run.
-    ``cold_cache``: without the user's cache (paths.user_cache_dir), as on a new machine."""
-    clone = Path(scratch) / "clone"
+    ``cold_cache``: without the user's cache (paths.user_cache_dir), as on a new machine;
+    ``buildcache_dir``: the binary cache the clone installs from and pushes to."""
+    clone = Path(scratch) / name
     env = _clean_env()
     if cold_cache:  # the binary cache too, even where one is configured for the machine
         env["SITEBENCH_CACHE_DIR"] = str(Path(scratch) / "empty-user-cache")
         env["SITEBENCH_BUILDCACHE"] = str(Path(scratch) / "empty-user-cache" / "buildcache")
+    if buildcache_dir:
+        env["SITEBENCH_BUILDCACHE"] = str(buildcache_dir)
     marks, steps = {}, []
     start = time.monotonic()
     subprocess.run(["git", "clone", "--quiet", str(paths.ROOT), str(clone)], check=True)
     marks["cloned"] = time.monotonic() - start
     committed = set((clone / "results" / "local").glob("*/report.json"))
-    log = Path(scratch) / "first-run.log"
+    log = Path(scratch) / f"{name}-run.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
             [str(clone / "sitebench"), "run"],
@@ -373,6 +376,62 @@ def first_result(rounds=1, cold_cache=False):
             )
         },
     }
+
+
+#: Issue 26: a second checkout's run, from clone to stored run, with the binary cache the
+#: first checkout filled, over the first's.
+SECOND_CHECKOUT_GOAL = 0.25
+
+
+def second_checkout(rounds=1):
+    """Two fresh clones a round, one after the other, sharing a binary cache that starts
+    empty: the first builds everything from the source mirror and fills it, the second
+    installs from it. Both use the user's Spack repository index (the cache under test is
+    the binary one alone)."""
+    first, second, failed = [], [], []
+    for round_ in range(1, rounds + 1):
+        scratch = Path(tempfile.mkdtemp(prefix="perf-second-checkout-"))
+        cache = scratch / "buildcache"
+        a, _steps, fail_a = first_result_round(scratch, buildcache_dir=cache, name="first")
+        b, _steps, fail_b = first_result_round(scratch, buildcache_dir=cache, name="second")
+        shutil.rmtree(scratch, ignore_errors=True)
+        first.append(a)
+        second.append(b)
+        failed.append(fail_a + fail_b)
+        print(
+            f"round {round_}: first checkout stored its run after {a['run stored']:.0f} s, "
+            f"the second after {b['run stored']:.0f} s",
+            file=sys.stderr,
+        )
+    column = lambda rows, key: [row[key] for row in rows]  # noqa: E731
+    return {
+        "benchmark": "second-checkout",
+        "when": now(),
+        "rounds": rounds,
+        "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
+        "failed checks per round": failed,
+        "seconds since git clone": {
+            f"{who}, {key}": spread(column(rows, key))
+            for who, rows in (("first checkout", first), ("second checkout", second))
+            for key in rows[0]
+        },
+        "ratios": {
+            "second checkout's run, warm binary cache / first checkout's": ratio(
+                column(second, "run stored"), column(first, "run stored")
+            )
+        },
+    }
+
+
+def render_second_checkout(result):
+    lines = [
+        f"two fresh clones sharing a binary cache that starts empty, mirror "
+        f"{result['mirror']}, {result['rounds']} round(s), median [min-max]"
+    ]
+    lines += render_figures(result["seconds since git clone"], "s", digits=1)
+    lines += render_ratios(result["ratios"])
+    lines += render_failures(result["failed checks per round"], "stored all the same")
+    return "\n".join(lines)
 
 
 def render_first_result(result):

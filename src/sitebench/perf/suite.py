@@ -53,6 +53,14 @@ def _first_result(args):
     return harness.first_result(rounds, args.cold_cache), harness.render_first_result
 
 
+def _second_checkout(args):
+    from sitebench.perf import harness
+
+    alone = args.benchmark == "second-checkout"
+    rounds = args.rounds if alone else (args.first_result_rounds or 1)
+    return harness.second_checkout(rounds), harness.render_second_checkout
+
+
 #: name -> function(args) returning (result, its renderer); ``all`` runs them in this order.
 BENCHMARKS = {
     "hpl": _hpl,
@@ -61,6 +69,7 @@ BENCHMARKS = {
     "exchange": _exchange,
     "harness": _harness,
     "first-result": _first_result,
+    "second-checkout": _second_checkout,
 }
 
 
