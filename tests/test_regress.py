@@ -197,3 +197,16 @@ def test_a_disturbed_figure_of_the_run_is_reported_not_judged(results_root):
     assert plain.returncode == 0 and "DISTURBED, NOT JUDGED" in plain.stdout
     kept = sitebench("regressions", "local", "--fail-on-worse", "--include-disturbed")
     assert kept.returncode == 1 and "WORSE" in kept.stdout
+
+
+def test_the_summary_leaves_disturbed_earlier_figures_out(results_root):
+    """An earlier HPL that other work slowed to half is neither 'previous' nor in the
+    median; the summary says how many figures it left out."""
+    for f in NOISE[:3]:
+        store_run(f)
+    store_run(1.0, hpl_factor=0.5, hpl_disturbed=1.2)
+    text = summary.summarize(store_run(1.0))
+    (hpl,) = [line for line in text.splitlines() if line.lstrip().startswith("HplCheck")]
+    # previous: the third noise run (x0.99), not the disturbed half; the median of three.
+    assert hpl.endswith("80.79 (x1.010) 81.61 (x1.000, n=3)"), hpl
+    assert "1 disturbed figure(s) of earlier runs left out" in text

@@ -77,10 +77,18 @@ def summarize(run_path, root=None):
             count(*) AS n, arg_max(value, run) AS previous
         FROM figures
         WHERE site = ? AND run < ? AND figure <> 'job_wall' AND isfinite(value)
+            AND disturbed IS NOT TRUE
         GROUP BY ALL
         """,
         [run.site, run.name],
     ).df()
+    # As the drift check and the proposed references: disturbed figures are not the
+    # machine's alone, so "previous" and "median of earlier" leave them out, saying so.
+    left_out = con.execute(
+        "SELECT count(*) FROM figures WHERE site = ? AND run < ? AND figure <> 'job_wall' "
+        "AND disturbed",
+        [run.site, run.name],
+    ).fetchone()[0]
     hosts = sorted({h for h in now["host"] if isinstance(h, str)})
     if hosts:
         n_earlier = con.execute(
@@ -100,6 +108,11 @@ def summarize(run_path, root=None):
     for note in (references_note(run), disturbed_note(run)):
         if note:
             lines.append(note)
+    if left_out:
+        lines.append(
+            f"{left_out} disturbed figure(s) of earlier runs left out of 'previous' and "
+            f"'median of earlier'"
+        )
     if now.empty:
         return "\n".join(lines + ["(no performance figures: see ReFrame's output above)"])
     # Each toolchain against its own earlier figures (MPICH's latency is not Open MPI's).
