@@ -138,6 +138,10 @@ def test_every_ratio_of_the_kept_results():
         "suite wall, every toolchain / one toolchain",
         # A fresh clone's first figure (issue 19): first-result files are not among these.
         "first figure / 150 s",
+        # A second checkout's run (issue 26): second-checkout files are not among these.
+        "second checkout's run, warm binary cache / first checkout's",
+        # The disturbance sampling's cost (issue 27): no kept harness file measured it yet.
+        "disturbance sampling / suite wall",
     }
 
 
@@ -196,3 +200,10 @@ def test_the_kept_results_render():
     assert "meets" in shown
     hpl = measure.render(kept("hpl-20261123T023953Z.json"))
     assert "97.60 Gflop/s  [96.68-98.08]" in hpl and "(its range reaches it)" in hpl
+
+
+def test_one_disturbance_snapshot_is_timed_as_the_job_script_runs_it(tmp_path):
+    """The harness's sampling cost: real snapshots in one shell, each a parseable line."""
+    seconds = harness.snapshot_seconds(tmp_path, times=5)
+    assert 0 < seconds < 5
+    assert list(tmp_path.iterdir()) == []  # its scratch directory is gone

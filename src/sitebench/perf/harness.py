@@ -16,6 +16,11 @@
 * **Install from the binary cache**: the same environment into another empty tree (another
   checkout) from the machine's binary cache (``--use-buildcache only``), over that first
   install. Goal <= 0.25 (issue 26).
+* **Disturbance sampling**: what the CPU snapshots around each case's launch
+  (``run/disturbance.py``) cost, over the suite's wall time: two snapshots per sampled case
+  (the cases whose stage kept ``sitebench-cpu.txt``) at the median cost of one, timed right
+  after the suite in the same round (a loop of them in one shell, as the job script runs
+  them). Goal < 0.01 (issue 27).
 
 The runs go to a temporary results store, so a perf round never enters a site's
 history; everything measured is kept in ``perf/results/harness-<UTC time>.json``.
@@ -49,6 +54,7 @@ from sitebench.perf.measure import (
     spread,
 )
 from sitebench.results.rundirs import cases_of
+from sitebench.run import disturbance
 from sitebench.run.benchmark import LAUNCH_FILE
 
 
@@ -110,6 +116,7 @@ def suite_round(scratch, extra=()):
             "make `./sitebench run` pass first; perf measures a working suite",
         )
     launched, count = launch_seconds(runs[0])
+    sampled = len(list(runs[0].glob(f"output/*/*/*/*/{disturbance.CPU_FILE}")))
     report = json.loads((runs[0] / "report.json").read_text())
     (session_start, session_end), builds, jobs = reframe_phases(report)
     process = json.loads((runs[0] / "provenance/provenance.json").read_text())["reframe_process"]
@@ -119,6 +126,7 @@ def suite_round(scratch, extra=()):
         "wall": end - start,
         "benchmarks": launched,
         "launches": count,
+        "sampled cases": sampled,
         "failed": failed,
         "sitebench before ReFrame (checks, detection, lock, installed roots)": process[
             "launched_unix"
@@ -178,6 +186,25 @@ def install_round(spack, scratch):
     return times
 
 
+def snapshot_seconds(scratch, times=20):
+    """Median seconds of one disturbance snapshot: ``times`` of them timed one by one in a
+    single shell (as a job script runs them: no shell start-up counted)."""
+    work = Path(tempfile.mkdtemp(prefix="snapshots-", dir=scratch))
+    script = (
+        f"for i in $(seq {times}); do s=$(date +%s%N); {disturbance.SNAPSHOT}; "
+        f"e=$(date +%s%N); echo $((e - s)); done"
+    )
+    proc = subprocess.run(
+        ["bash", "-c", script], cwd=work, capture_output=True, text=True, check=True
+    )
+    lines = (work / disturbance.CPU_FILE).read_text().splitlines()
+    shutil.rmtree(work, ignore_errors=True)
+    if len(lines) != times:
+        raise SitebenchError(f"{len(lines)} of {times} snapshots written: {proc.stderr[-500:]}")
+    took = sorted(int(ns) / 1e9 for ns in proc.stdout.split())
+    return took[len(took) // 2]
+
+
 def harness(rounds=3):
     spack = spack_mod.setup()
     local_site.detect(spack)
@@ -188,6 +215,8 @@ def harness(rounds=3):
         for round_ in range(1, rounds + 1):
             suite.append(suite_round(scratch))
             s = suite[-1]
+            s["one snapshot"] = snapshot_seconds(scratch)
+            s["sampling"] = 2 * s["sampled cases"] * s["one snapshot"]
             if len(declared) > 1:
                 single.append(suite_round(scratch, ("--toolchain", declared[0].name)))
                 print(
@@ -201,7 +230,7 @@ def harness(rounds=3):
                 file=sys.stderr,
             )
             for key, value in s.items():
-                if key not in ("wall", "benchmarks", "launches", "failed"):
+                if key not in ("wall", "benchmarks", "launches", "failed", "sampled cases"):
                     print(f"    {key}: {value:.1f} s", file=sys.stderr)
             install.append(install_round(spack, scratch))
             i = install[-1]
@@ -222,11 +251,12 @@ def harness(rounds=3):
         # Per round: a failed case's dependents never launch (PARSEC's speedup needs its run
         # at 1 thread), so a round that failed one launches fewer.
         "launches per round": column(suite, "launches"),
+        "sampled cases per round": column(suite, "sampled cases"),
         "failed checks per round": column(suite, "failed"),
         "seconds": {
             key: spread(column(suite, key))
             for key in suite[0]
-            if key not in ("launches", "failed")
+            if key not in ("launches", "failed", "sampled cases")
         }
         | {f"install, {key}": spread(column(install, key)) for key in install[0]},
         "ratios": {
@@ -235,6 +265,9 @@ def harness(rounds=3):
             ),
             "no-change install / first install": ratio(
                 column(install, "no change"), column(install, "first")
+            ),
+            "disturbance sampling / suite wall": ratio(
+                column(suite, "sampling"), column(suite, "wall")
             ),
         }
         | (
