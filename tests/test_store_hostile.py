@@ -466,6 +466,10 @@ def test_a_run_changed_after_indexing_is_indexed_anew_and_reported(world, tmp_pa
     ((site, run, _when, why),) = store.altered(results_root=root)
     assert (site, run, why) == ("local", HOSTILE, "report.json changed")
     assert "changed after it was indexed" in stderr["report"]  # the report lists it
+    listed = cli("exchange", "altered")  # and the command that lists them
+    assert listed.returncode == 1, listed.stderr
+    assert f" local/{HOSTILE}: report.json changed\n" in listed.stdout, listed.stdout
+    assert cli("exchange", "altered", "other-site").returncode == 0
 
 
 @pytest.mark.reliability_input

@@ -1,12 +1,15 @@
 """The results exchange itself: make a shared results repository that protects itself,
 move a checkout from the old layout (runs shared through the code's remote), list what
-was refused.
+was refused, and the runs found changed after they were indexed.
 
   ./sitebench exchange init-remote PATH [--trust FILE] [--branch main]
   ./sitebench exchange migrate --site SITE
-  ./sitebench exchange quarantine"""
+  ./sitebench exchange quarantine
+  ./sitebench exchange altered [SITE ...]"""
 
-description = "make a protected results repository, migrate to it, list refused commits"
+description = (
+    "make a protected results repository, migrate to it, list refused commits and altered runs"
+)
 
 
 def setup_parser(p):
@@ -22,6 +25,10 @@ def setup_parser(p):
     mig = sub.add_parser("migrate", help="connect results/ to its own exchange, once")
     mig.add_argument("--site", required=True)
     sub.add_parser("quarantine", help="the incoming commits refused here, and why")
+    alt = sub.add_parser(
+        "altered", help="runs changed after they were indexed (exit 1 when there are any)"
+    )
+    alt.add_argument("sites", nargs="*", help="only these sites (default: every site)")
 
 
 def command(args):
@@ -41,6 +48,8 @@ def command(args):
             f"{ex.setting('remote')} (runs at {ex.setting('prefix') or '/'}); "
             "pull and publish no longer touch the code's checkout"
         )
+    elif args.action == "altered":
+        return _altered(args.sites)
     else:
         rows = exchange.Exchange(exchange.paths.results_dir()).quarantined()
         if not rows:
@@ -48,3 +57,20 @@ def command(args):
         for when, commit, reason in rows:
             print(f"{when} {commit[:12]} {reason}")
     return 0
+
+
+def _altered(sites):
+    """Index what is new first (a change made since the last command is found now), then
+    list every run the index found changed: runs are never modified, each is one to look
+    into."""
+    from sitebench.cli.common import warn
+    from sitebench.results import store
+
+    store.refresh_all(warn=warn)
+    rows = store.altered(sites or None)
+    if not rows:
+        print("no run changed after it was indexed")
+        return 0
+    for site, run, when, why in rows:
+        print(f"{when} {site}/{run}: {why}")
+    return 1
