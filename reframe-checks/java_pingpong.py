@@ -26,11 +26,6 @@ from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Where Open MPI's two Java ranks sit: the OSU checks' mpirun options (reframe-checks/osu.py).
-OMPI_MAPPING_OPTIONS = {
-    "core": ["--map-by", "core", "--bind-to", "core", "--report-bindings"],
-    "socket": ["--map-by", "socket", "--bind-to", "core", "--report-bindings"],
-    "node": ["--map-by", "node", "--bind-to", "core", "--report-bindings"],
-}
 
 #: (small warm-up, small iterations, large warm-up, large iterations) per scale; "large" is
 #: above 8192 B, as in OSU. Full: OSU's own counts, with 10x the small warm-up (a JVM
@@ -127,27 +122,16 @@ class JavaPingPongCheck(SitebenchBenchmark):
             f"{self.current_environ.name} uses {mappings.mpi_of(self.current_environ)}",
         )
         proc = part.processor
-        self.processor_cores()
-        if self.mapping == "core":
-            self.skip_if(
-                (proc.num_cores_per_socket or 0) < 2,
-                f"mapping core needs 2 cores on one socket; {part.fullname} has "
-                f"{proc.num_cores_per_socket}",
-            )
-        elif self.mapping == "socket":
-            self.skip_if(
-                (proc.num_sockets or 0) < 2,
-                f"mapping socket needs 2 sockets; {part.fullname} has {proc.num_sockets}",
-            )
-        else:
-            nodes = 1 if part.scheduler.registered_name == "local" else part.extras.get("nodes")
-            self.skip_if(not nodes or nodes < 2, f"mapping node needs 2 nodes; {part.fullname}")
-        launcher = self.job.launcher.registered_name
+        self.processor_cores()  # a clear error when the topology is unknown
         self.skip_if(
-            launcher != "mpirun",
-            f"the mappings are written for mpirun; {part.fullname} launches with {launcher}",
+            self.mapping == "core" and (proc.num_cores_per_socket or 0) < 2,
+            f"mapping core needs 2 cores on one socket; {part.fullname} has "
+            f"{proc.num_cores_per_socket}",
         )
-        self.job.launcher.options = list(OMPI_MAPPING_OPTIONS[self.mapping])
+        # The OSU, Jacobi and ring checks' placement rules and mpirun options (one place).
+        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name)
+        self.skip_if(reason is not None, reason or "")
+        self.job.launcher.options = mappings.mpirun_options(self.mapping)
         self.num_tasks = 2
         self.num_tasks_per_node = 1 if self.mapping == "node" else 2
         # Shared memory between the ranks, every process saying which BTL it uses.
