@@ -90,9 +90,10 @@ def checkout():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def as_user(checkout, *argv, timeout=900):
+def as_user(checkout, *argv, timeout=900, extra_env=None):
     copy, state, home = checkout
     env = {
+        **(extra_env or {}),
         "PATH": ORDINARY_PATH,
         "HOME": str(home),
         "USER": USER,
@@ -193,3 +194,46 @@ def test_nightly_install_status_and_remove_in_the_users_own_crontab(checkout):
         assert "nightly run --site local" not in listed
     finally:
         subprocess.run(["crontab", "-r", "-u", USER], capture_output=True)
+
+
+@pytest.mark.slow
+def test_publish_trust_and_pull_as_an_ordinary_user(checkout):
+    """The exchange as the test user: a bare repository of its own, `publish` signing with a
+    key made in its home, `trust add` of that key, and `pull` of the signed runs into another
+    results directory, verified; nothing needs root."""
+    copy, state, home = checkout
+    bare, seed, pulled = state / "exchange.git", state / "seed", state / "pulled"
+    for argv in (
+        ["git", "init", "-q", "--bare", "-b", "main", bare],
+        ["git", "init", "-q", "-b", "main", seed],
+        [
+            "git",
+            "-C",
+            seed,
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-m",
+            "seed",
+        ],
+        ["git", "-C", seed, "push", "-q", bare, "main"],
+    ):
+        proc, out = as_user(checkout, *argv)
+        assert proc.returncode == 0, out
+    local_runs = sorted(p.name for p in (copy / "results/local").iterdir() if p.is_dir())
+    proc, out = as_user(checkout, "./sitebench", "publish", "--site", "local", "--remote", bare)
+    assert proc.returncode == 0 and "published local: " in proc.stdout, out[-4000:]
+    key = next(line for line in proc.stdout.splitlines() if "public half" in line)
+    key = key.split("(", 1)[1].rstrip("):")
+    assert key.startswith(str(home)) and Path(key).stat().st_uid == pwd.getpwnam(USER).pw_uid
+    proc, out = as_user(checkout, "./sitebench", "trust", "add", "local", key)
+    assert proc.returncode == 0, out[-4000:]
+    elsewhere = {"SITEBENCH_RESULTS_DIR": str(pulled), "SITEBENCH_STORE_DIR": str(state / "s2")}
+    proc, out = as_user(checkout, "./sitebench", "pull", "--remote", bare, extra_env=elsewhere)
+    assert proc.returncode == 0, out[-4000:]
+    assert f"pulled local: {len(local_runs)} new runs" in proc.stdout, out[-4000:]
+    assert sorted(p.name for p in (pulled / "local").iterdir() if p.name[0] != ".") == local_runs
