@@ -210,3 +210,24 @@ def test_the_summary_leaves_disturbed_earlier_figures_out(results_root):
     # previous: the third noise run (x0.99), not the disturbed half; the median of three.
     assert hpl.endswith("80.79 (x1.010) 81.61 (x1.000, n=3)"), hpl
     assert "1 disturbed figure(s) of earlier runs left out" in text
+
+
+def test_a_disturbed_case_with_many_figures_is_named_on_a_short_line():
+    """A monitored case's 40-odd figures: five named, the rest counted."""
+    import pandas as pd
+
+    rows = pd.DataFrame(
+        {
+            "check": "NpbMessagesCheck",
+            "params": "%benchmark=cg",
+            "partition": "mpirun",
+            "environ": "gcc-openmpi",
+            "figure": [f"count_socket_{2**i}B" for i in range(40)],
+            "foreign_cores": None,
+        }
+    )
+    (line,) = regress._not_judged_lines(rows)
+    assert line.endswith(
+        "(count_socket_1B, count_socket_2B, count_socket_4B, "
+        "count_socket_8B, count_socket_16B and 35 more)"
+    ), line

@@ -208,7 +208,15 @@ def _not_judged_lines(disturbed):
     lines = []
     for (check, params, where), (names, cores) in sorted(cases.items()):
         took = "" if cores is None else f"; other work took {cores:.2f} cores"
+        # A monitored case has 40-odd figures: the line names a few and counts the rest.
+        shown = names if len(names) <= NAMED_FIGURES else names[: NAMED_FIGURES - 1]
+        more = f" and {len(names) - len(shown)} more" if len(shown) < len(names) else ""
         lines.append(
-            f"  {DISTURBED.upper()}: {check} {params} [{where}] ({', '.join(names)}{took})"
+            f"  {DISTURBED.upper()}: {check} {params} [{where}] "
+            f"({', '.join(shown)}{more}{took})"
         )
     return lines
+
+
+#: Figures a "disturbed, not judged" line names before it counts the rest.
+NAMED_FIGURES = 6
