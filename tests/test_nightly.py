@@ -991,6 +991,8 @@ def test_systemd_units_pass_systemd_analyze_verify(night_env, verify, system, mo
 
 
 def test_the_scheduled_line_passes_on_the_settings(night_env, monkeypatch):
+    # The settings inline, however long this test's paths make them (the file form: below).
+    monkeypatch.setattr(schedule, "LINE_LIMIT", 10_000)
     monkeypatch.setenv("SLURM_CONF", "/tmp/x y/slurm.conf")
     line = schedule.command_line(SITE, night_env["logs"], "full", ["-n", "StreamCheck"])
     assert line.startswith(f"cd {ROOT} && env PATH=")
@@ -1001,6 +1003,32 @@ def test_the_scheduled_line_passes_on_the_settings(night_env, monkeypatch):
     line = schedule.command_line(SITE, night_env["logs"], "quick", [], ["gcc-mpich"])
     assert f"--site {SITE} --toolchain gcc-mpich >> " in line
     assert toolchains.SELECTED not in line
+
+
+def test_a_line_too_long_for_cron_takes_its_settings_from_a_private_file(
+    night_env, real_crontab, monkeypatch
+):
+    """A module-based cluster's PATH alone passes cron's 1000 characters ("command too
+    long"): the settings go to nightly.env (mode 0600) and the line sources it."""
+    long_path = ":".join(f"/opt/modules/apps/compiler{i}/bin" for i in range(40))
+    monkeypatch.setenv("PATH", long_path + ":" + os.environ["PATH"])
+    monkeypatch.setenv("SLURM_CONF", "/tmp/x y/slurm.conf")
+    line = schedule.command_line(SITE, night_env["logs"])
+    settings = schedule.env_file(night_env["logs"])
+    assert len(line) <= schedule.LINE_LIMIT < 1000
+    assert line.startswith(f"cd {ROOT} && . {settings} && ") and "PATH" not in line
+    assert settings.stat().st_mode & 0o777 == 0o600
+    shown = subprocess.run(
+        ["sh", "-c", f". {settings} && printenv PATH SLURM_CONF"],
+        capture_output=True,
+        text=True,
+        env={},
+    ).stdout.splitlines()
+    assert shown == [os.environ["PATH"], "/tmp/x y/slurm.conf"]
+    # cron takes the table with it (the inline line was refused: "command too long").
+    subprocess.run(["crontab", "-r"], capture_output=True)
+    cron.install(SITE, 2, 30, line)
+    assert f". {settings} && " in crontab()
 
 
 # -- fired for real -----------------------------------------------------------------------

@@ -124,14 +124,36 @@ def scheduled_log(logs_dir):
     return logs_dir / "scheduled.log"
 
 
+#: Longest command sitebench puts on a cron line: Debian's cron refuses a command of 1000
+#: characters or more ("command too long"; cron.h MAX_COMMAND, counted with the escapes of
+#: ``%``), and a module-based cluster's PATH alone can be longer. Beyond it the settings go
+#: to :func:`env_file`, which the line sources.
+LINE_LIMIT = 990
+
+
+def env_file(logs_dir):
+    return logs_dir / "nightly.env"
+
+
 def command_line(site, logs_dir, scale="quick", reframe_args=(), toolchains=()):
-    """The shell line cron and scrontab run."""
-    env = [f"{k}={shlex.quote(v)}" for k, v in environment().items()]
+    """The shell line cron and scrontab run: the settings inline, or, where the line would
+    be too long for cron, from ``nightly.env`` in the logs directory (mode 0600)."""
+    settings = environment()
+    env = [f"{k}={shlex.quote(v)}" for k, v in settings.items()]
     run = " ".join(shlex.quote(a) for a in run_arguments(site, scale, reframe_args, toolchains))
-    return (
-        f"cd {shlex.quote(str(paths.ROOT))} && env {' '.join(env)} {run} "
-        f">> {shlex.quote(str(scheduled_log(logs_dir)))} 2>&1"
-    )
+    here = f"cd {shlex.quote(str(paths.ROOT))} && "
+    log = f">> {shlex.quote(str(scheduled_log(logs_dir)))} 2>&1"
+    line = f"{here}env {' '.join(env)} {run} {log}"
+    if len(line.replace("%", "\\%")) <= LINE_LIMIT:
+        return line
+    path = env_file(logs_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.unlink(missing_ok=True)
+    tmp.touch(mode=0o600)  # the settings may name private paths
+    tmp.write_text("".join(f"export {k}={shlex.quote(v)}\n" for k, v in settings.items()))
+    tmp.replace(path)
+    return f"{here}. {shlex.quote(str(path))} && {run} {log}"
 
 
 def own_block(text, site):
