@@ -215,12 +215,18 @@ NPB_JAVA_COLUMNS = [
 NPB_JAVA_LABEL = "NPB3.0-JAV threads (substitute for NPB-MPJ)"
 
 
-def npb_java_rows(figures):
-    """The ``mops_total`` rows of NPB Java and of the NPB-MPI cases it is set beside (same
-    site, kernel, class and ranks = threads): what the report's chart draws."""
+def _npb_sides(figures):
+    """(NPB Java's, NPB-MPI's) ``mops_total`` rows with the variables that pair them."""
     mops = figures[figures["figure"] == "mops_total"]
     java = with_vars(mops[mops["check"] == NPB_JAVA], "benchmark", "npb_class", "threads")
     c = with_vars(mops[mops["check"] == NPB_C], "benchmark", "npb_class", "num_ranks")
+    return java, c
+
+
+def npb_java_rows(figures):
+    """The ``mops_total`` rows of NPB Java and of the NPB-MPI cases it is set beside (same
+    site, kernel, class and ranks = threads): what the report's chart draws."""
+    java, c = _npb_sides(figures)
     ran = set(zip(java["site"], java["benchmark"], java["npb_class"], java["threads"]))
     paired = [k in ran for k in zip(c["site"], c["benchmark"], c["npb_class"], c["num_ranks"])]
     return pd.concat([java, c[paired]])[list(figures.columns)]
@@ -231,9 +237,7 @@ def npb_java_against_c(figures):
     the site's NPB-MPI runs of the same kernel, class and as many ranks as Java had threads:
     the medians of ``mops_total`` over the runs and their ratio. Java rows stay (C empty)
     where NPB-MPI did not run that kernel, class and count."""
-    mops = figures[figures["figure"] == "mops_total"]
-    java = with_vars(mops[mops["check"] == NPB_JAVA], "benchmark", "npb_class", "threads")
-    c = with_vars(mops[mops["check"] == NPB_C], "benchmark", "npb_class", "num_ranks")
+    java, c = _npb_sides(figures)
     out = []
     keys = ["site", "benchmark", "npb_class", "threads"]
     for (site, benchmark, npb_class, threads), group in java.groupby(keys):
