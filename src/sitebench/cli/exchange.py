@@ -72,5 +72,6 @@ def _altered(sites):
         print("no run changed after it was indexed")
         return 0
     for site, run, when, why in rows:
-        print(f"{when} {site}/{run}: {why}")
+        # Run names come from other sites: one line each, control characters made visible.
+        print(store.one_line(f"{when} {site}/{run}: {why}"))
     return 1
