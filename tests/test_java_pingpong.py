@@ -92,7 +92,7 @@ def verdict(path):
 
 
 def test_every_fixture_is_documented():
-    assert len(FILES) == 7
+    assert len(FILES) == 8
     assert {p.name for p in FILES} == set(readme_rows())
 
 
@@ -139,6 +139,28 @@ def test_a_java_exception_fails_even_an_exit_status_of_zero():
     )
     with pytest.raises(ParseError, match="JVM failed before the program started: java.lang.Cl"):
         java_pingpong.parse(text)
+
+
+def test_only_the_starters_missed_exit_is_forgiven():
+    """MPJ's starter tracing after "EXIT@Ping#" is its own end-of-job race (the capture passes);
+    the same trace without that line, or a trace from any other class, still fails the run."""
+    path = JPP / "mpj_niodev_exit_race_x200_i1000.txt"
+    out, err = path.read_text(), stderr_of(path)
+    assert "NoSuchElementException" in err and verdict(path) == []
+
+    def found(stdout, stderr):
+        return java_pingpong.problems(
+            stdout, stderr, api="mpj", min_size=1, max_size=4194304, niodev=True
+        )
+
+    no_exit_line = out.replace("EXIT@Ping#\n", "")
+    assert found(no_exit_line, err) == [
+        "Java exception: java.util.NoSuchElementException: No line found"
+    ]
+    elsewhere = err.replace("runtime.starter.IOMessagesThread.run", "MpjPingPong.main")
+    assert found(out, elsewhere) == [
+        "Java exception: java.util.NoSuchElementException: No line found"
+    ]
 
 
 def test_switch_needs_a_lasting_step():

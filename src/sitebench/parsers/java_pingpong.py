@@ -41,6 +41,18 @@ _EXCEPTION = re.compile(
     r"^(?:Exception in thread \"[^\"]*\" )?((?:[\w$]+\.)+[\w$]*(?:Exception|Error)\b.*)$",
     re.MULTILINE,
 )
+# MPJ Express 0.44's starter relays the daemon's lines until one ends with "EXIT". When the
+# daemon's keep-alive is written right after it, the line is "EXIT@Ping#", the starter reads
+# on into a closed socket and prints this trace after the job has ended (IOMessagesThread.java
+# lines 64-69). Nothing was lost: the run is judged by its rows and "# done" as any other.
+_STARTER_MISSED_EXIT = re.compile(r"^EXIT@Ping#\s*$", re.MULTILINE)
+_STARTER_EXIT_TRACE = re.compile(
+    r"^java\.util\.NoSuchElementException: No line found\n"
+    r"(?:[ \t]+at (?:java\.base/java\.util\.Scanner|runtime\.starter\.IOMessagesThread)"
+    r"\.[\w$<>]+\([^)\n]*\)(?:\n|\Z))+"
+    r"(?![ \t]+at )",  # every frame is the starter's or the Scanner's
+    re.MULTILINE,
+)
 # The launchers' own refusals: bin/java-pingpong (no JVM, no libmpi_java.so) and
 # mpj-niodev-run (no namespace, the daemon's port in use, the daemon not listening).
 _LAUNCHER = re.compile(r"^((?:java-pingpong|mpj-niodev-run): .*)$", re.MULTILINE)
@@ -182,6 +194,8 @@ def problems(stdout, stderr, *, api, min_size, max_size, exitcode=0, niodev=Fals
             found.append(f"not a finite positive value at {bad[0]} B")
         if not result.done:
             found.append("no '# done' line: the run stopped before the largest size")
+    if _STARTER_MISSED_EXIT.search(stdout):
+        both = _STARTER_EXIT_TRACE.sub("", both)
     exception = _EXCEPTION.search(both)
     if exception and not found:
         found.append(f"Java exception: {exception.group(1)}")
