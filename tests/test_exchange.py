@@ -5,6 +5,7 @@ runs are copies of a real committed run of results/local/. The hostile sites are
 test_hostile_sites.py."""
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -106,15 +107,22 @@ def test_remote_unreachable_keeps_the_run_and_a_later_publish_sends_it(world):
 
 
 def test_incoming_and_example_runs_are_never_published(world):
+    """A half-written incoming run, and the example runs the code's checkout commits under
+    results/ (tracked by the code's git: examples, not this site's), stay out."""
     alpha = world.site("alpha")
     incoming = alpha.results / "alpha" / ".incoming-20261124T000000Z-abcdef"
     incoming.parent.mkdir(parents=True)
     incoming.mkdir()
     (incoming / "report.json").write_text("{}")
+    example = alpha.new_run()
+    git(alpha.results, "init", "-q")
+    git(alpha.results, "add", f"alpha/{example}")
+    git(alpha.results, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "example")
     run = alpha.new_run()
     done = alpha.publish()
     assert done.published and done.runs == [run]
-    assert ".incoming" not in git(world.bare, "ls-tree", "-r", "--name-only", "main").stdout
+    published = git(world.bare, "ls-tree", "-r", "--name-only", "main").stdout
+    assert ".incoming" not in published and example not in published and run in published
     assert incoming.is_dir()
 
 
@@ -230,36 +238,146 @@ def test_a_protected_remote_refuses_hostile_pushes_itself(tmp_path, attack):
     assert remote_runs(world.bare)[0] == {"alpha": sorted([run, later])}
 
 
+def test_the_host_of_a_protected_remote_trusts_a_new_site_with_trust_add_remote(tmp_path):
+    """A site joining a repository made by init-remote: its pushes are refused by the hook
+    until the host adds its key to the repository's own trust list, and again once removed.
+    The rewritten files keep the mode the pushing users read them with."""
+    world = World(tmp_path, protected=True)
+    alpha, gamma = world.site("alpha"), world.site("gamma")
+    with alpha.act():
+        world.make_remote(signers=trust.allowed_signers_file())
+    signers = world.bare / "sitebench" / "allowed_signers"
+    signers.chmod(0o644)
+    gamma.new_run()
+    sent = gamma.publish()
+    assert not sent.published and "not trusted" in sent.reason, sent
+    assert f"trust add SITE KEYFILE --remote {world.bare}" in sent.reason, sent
+
+    host = alpha  # the admin of the host that keeps the repository
+    added = host.cli("trust", "add", "gamma", f"{gamma.key}.pub", "--remote", str(world.bare))
+    assert added.returncode == 0 and str(signers) in added.stdout, added.stderr
+    assert oct(signers.stat().st_mode & 0o777) == "0o644"
+    listed = host.cli("trust", "list", "--remote", str(world.bare)).stdout
+    assert "gamma" in listed and "alpha" in listed
+    # This site's own trust list is not the repository's.
+    assert "gamma" not in host.cli("trust", "list").stdout
+    sent = gamma.publish()
+    assert sent.published and len(sent.runs) == 1, sent
+
+    assert host.cli("trust", "remove", "gamma", "--remote", str(world.bare)).returncode == 0
+    gamma.new_run()
+    assert not gamma.publish().published
+
+    # Unsigned runs of a named site, if the host allows it (insecure): taken by the hook.
+    unsigned = host.cli("trust", "allow-unsigned", "gamma", "--remote", str(world.bare))
+    assert unsigned.returncode == 0 and "WARNING" in unsigned.stdout
+    clone = world.hostile_clone("gamma")
+    (clone / "gamma" / "20261126T020202Z-unsgnd").mkdir(parents=True)
+    (clone / "gamma" / "20261126T020202Z-unsgnd" / "report.json").write_text("{}")
+    assert world.push_as(clone, "results: gamma").returncode == 0
+
+
+def test_trust_remote_refuses_a_directory_that_is_not_a_hosted_repository(tmp_path):
+    world = World(tmp_path)
+    world.make_remote()  # plain git: no trust list of its own
+    alpha = world.site("alpha")
+    proc = alpha.cli("trust", "list", "--remote", str(world.bare))
+    assert proc.returncode == 2 and "not a results repository made by" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_allow_unsigned_takes_that_sites_unsigned_runs_and_no_other(tmp_path):
+    world = World(tmp_path)
+    world.make_remote()
+    beta = world.site("beta")
+    clone = world.hostile_clone("delta")
+    for site in ("delta", "omega"):
+        (clone / site / "20261126T030303Z-unsgnd").mkdir(parents=True)
+        (clone / site / "20261126T030303Z-unsgnd" / "report.json").write_text("{}")
+        world.push_as(clone, f"results: {site}")
+    pulled = beta.pull()
+    assert pulled.new == [] and len(pulled.refused) == 2, pulled
+    assert beta.cli("trust", "allow-unsigned", "delta").returncode == 0
+    # Refused commits stay refused; the next unsigned commit of delta's is taken.
+    (clone / "delta" / "20261126T040404Z-unsgnd").mkdir(parents=True)
+    (clone / "delta" / "20261126T040404Z-unsgnd" / "report.json").write_text("{}")
+    world.push_as(clone, "results: delta")
+    pulled = beta.pull()
+    assert pulled.new == [("delta", ["20261126T040404Z-unsgnd"])], pulled
+    assert beta.runs("omega") == []
+
+
+# ssh-keygen as git calls it to verify (find-principals, verify) or to sign, held where the
+# test wants the publish killed: the marker says it got there.
+_HOLDING_SSH_KEYGEN = """#!/bin/sh
+case " $* " in
+  *" -Y $SITEBENCH_TEST_HOLD "*|*" -Y find-principals "*)
+    [ "$SITEBENCH_TEST_HOLD" = verify ] || [ "$2" = "$SITEBENCH_TEST_HOLD" ] || exec {real} "$@"
+    : > "$SITEBENCH_TEST_HELD"; sleep 30;;
+esac
+exec {real} "$@"
+"""
+
+
 @pytest.mark.reliability_fault
 @pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
-def test_a_publish_killed_mid_push_leaves_nothing_to_repair(world, sig):
-    """Killed (the process group, as systemd, scancel and timeouts do) while its push is
-    on the wire: the next publish sends the run, nothing is lost, nothing is locked."""
-    alpha = world.site("alpha")
+@pytest.mark.parametrize("step", ["verifying", "signing", "pushing"])
+def test_a_publish_killed_at_any_step_leaves_nothing_to_repair(world, tmp_path, step, sig):
+    """Killed (the process group, as systemd, scancel and timeouts do) while it verifies what
+    came in, signs its commit, or has its push on the wire (the steps a rebase once spanned):
+    the next publish sends the run, the incoming run arrives, nothing is lost or locked."""
+    alpha, beta = trusting_each_other(world, ("alpha", "beta"))
     alpha.new_run()
     assert alpha.publish().published
+    incoming = beta.new_run()
+    assert beta.publish().published  # alpha verifies it on its next publish
+    env = {**os.environ, **alpha.env, "PYTHONPATH": str(ROOT / "src")}
+    held = tmp_path / "held"
     hook = world.bare / "hooks" / "pre-receive"
-    hook.write_text("#!/bin/sh\nsleep 30\n")
-    hook.chmod(0o755)
+    if step == "pushing":
+        hook.write_text(f"#!/bin/sh\n: > {held}\nsleep 30\n")
+        hook.chmod(0o755)
+    else:
+        wrapper = tmp_path / "bin" / "ssh-keygen"
+        wrapper.parent.mkdir()
+        wrapper.write_text(_HOLDING_SSH_KEYGEN.format(real=shutil.which("ssh-keygen")))
+        wrapper.chmod(0o755)
+        env.update(
+            PATH=f"{wrapper.parent}:{env['PATH']}",
+            SITEBENCH_TEST_HOLD="verify" if step == "verifying" else "sign",
+            SITEBENCH_TEST_HELD=str(held),
+        )
     run = alpha.new_run()
     proc = subprocess.Popen(
         [sys.executable, "-m", "sitebench", "publish", "--site", "alpha"],
         cwd=ROOT,
-        env={**os.environ, **alpha.env, "PYTHONPATH": str(ROOT / "src")},
+        env=env,
         start_new_session=True,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not _running("sleep 30"):
+    while time.monotonic() < deadline and not held.exists() and proc.poll() is None:
         time.sleep(0.05)
+    assert held.exists(), proc.communicate()
     os.killpg(proc.pid, getattr(signal, sig))
     proc.wait(timeout=30)
-    hook.unlink()
+    hook.unlink(missing_ok=True)
     done = alpha.publish()
     assert done.published and done.runs == [run], done
     assert run in remote_runs(world.bare)[0]["alpha"]
     assert (alpha.results / "alpha" / run / "report.json").is_file()
+    assert alpha.runs("beta") == [incoming]
+    assert _tree_same(alpha.results / "beta" / incoming, TEMPLATE)
+    leftovers = [p.name for p in (alpha.results / ".exchange").rglob("*.lock")]
+    assert leftovers == [] and not list((alpha.results / "beta").glob(".incoming-*"))
+
+
+def _tree_same(a, b):
+    def files(root):
+        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    return files(a) == files(b)
 
 
 def _running(pattern):

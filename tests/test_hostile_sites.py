@@ -311,6 +311,17 @@ def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
         # Publishing on top would bless the rewrite: alpha's run waits, nothing lost.
         assert not sent.published and second in alpha.runs("alpha")
         assert beta.runs("alpha") == [first]
+        # The way back (README): alpha puts the history it verified back on the remote,
+        # alpha's waiting run goes out with its next publish and beta takes it.
+        told = beta.cli("pull")
+        assert told.returncode == 3 and "./sitebench exchange restore" in told.stdout, told
+        restored = alpha.cli("exchange", "restore")
+        assert restored.returncode == 0 and "restored the remote's branch" in restored.stdout
+        assert "nothing to restore" in alpha.cli("exchange", "restore").stdout
+        again = alpha.publish()
+        assert again.published and again.runs == [second], again
+        pulled = beta.pull()
+        assert pulled.new == [("alpha", [second])] and pulled.refused == [], pulled
     else:
         # A deleted run of alpha's is sent again by alpha's next publish: restored.
         assert sent.published and second in sent.runs and set(sent.runs) <= {first, second}

@@ -5,6 +5,7 @@ was refused, and the runs found changed after they were indexed.
   ./sitebench exchange init-remote PATH [--trust FILE] [--branch main]
   ./sitebench exchange migrate --site SITE
   ./sitebench exchange quarantine
+  ./sitebench exchange restore
   ./sitebench exchange altered [SITE ...]"""
 
 description = (
@@ -25,6 +26,10 @@ def setup_parser(p):
     mig = sub.add_parser("migrate", help="connect results/ to its own exchange, once")
     mig.add_argument("--site", required=True)
     sub.add_parser("quarantine", help="the incoming commits refused here, and why")
+    sub.add_parser(
+        "restore",
+        help="after a history rewrite on the remote: push back the history verified here",
+    )
     alt = sub.add_parser(
         "altered", help="runs changed after they were indexed (exit 1 when there are any)"
     )
@@ -50,6 +55,21 @@ def command(args):
         )
     elif args.action == "altered":
         return _altered(args.sites)
+    elif args.action == "restore":
+        done = exchange.restore()
+        if not done.pushed:
+            print(
+                f"nothing to restore: the remote's branch ({done.accepted[:12]}) holds "
+                "every commit accepted here"
+            )
+        else:
+            dropped = (
+                f", replacing {done.dropped[:12]} (kept in quarantine)" if done.dropped else ""
+            )
+            print(
+                f"restored the remote's branch to {done.accepted[:12]}, the history "
+                f"verified here{dropped}; each site's next publish sends its runs again"
+            )
     else:
         rows = exchange.Exchange(exchange.paths.results_dir()).quarantined()
         if not rows:

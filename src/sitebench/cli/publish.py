@@ -2,7 +2,8 @@
 site's SSH key (made on first use; ./sitebench trust key SITE prints it for the other
 sites). Incoming runs are verified first, as by pull. Only <site>/<run>/ files travel: never
 code or configuration. A remote that is down leaves the runs here: the next publish sends
-them; a remote's refusal is shown and not retried."""
+them; a remote's refusal is shown and not retried. Exit 0 published (or nothing new), 1 not
+published, 3 published but incoming commits were refused (as pull)."""
 
 from sitebench.cli.common import add_site_argument
 
@@ -21,7 +22,8 @@ def setup_parser(p):
 
 def command(args):
     from sitebench.results import trust
-    from sitebench.results.exchange import publish
+    from sitebench.results.exchange import REFUSED_EXIT, publish
+    from sitebench.results.verify import REWRITE
 
     key, public, made = trust.ensure_site_key(args.site)
     if made:
@@ -33,7 +35,19 @@ def command(args):
     runs = ", ".join(done.runs) or "none new"
     if done.published:
         print(f"published {args.site}: {runs}" + (f" ({done.commit[:12]})" if done.commit else ""))
+        if done.refused:
+            # As pull says it: what came in was refused, though this site's runs went out.
+            print(
+                f"runs refused: {len(done.refused)} incoming commit(s) kept aside "
+                "(./sitebench exchange quarantine lists them)"
+            )
+            return REFUSED_EXIT
         return 0
     print(f"not published: {done.reason}")
+    if REWRITE in done.reason:
+        print(
+            "the remote's history was rewritten: once the admins have looked, "
+            "./sitebench exchange restore puts back the history verified here"
+        )
     print("the runs stay here: the next publish sends them")
     return 1

@@ -39,5 +39,10 @@ def command(args):
             f"runs refused: {len(done.refused)} commit(s) kept aside "
             "(./sitebench exchange quarantine lists them)"
         )
+        if done.rewritten:
+            print(
+                "the remote's history was rewritten: once the admins have looked, "
+                "./sitebench exchange restore puts back the history verified here"
+            )
         return REFUSED_EXIT
     return 0

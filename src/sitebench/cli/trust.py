@@ -6,7 +6,11 @@ checkout and the exchange, so no push and no git pull can change it.
   ./sitebench trust add SITE KEYFILE    accept SITE's runs signed by that key
   ./sitebench trust list
   ./sitebench trust remove SITE [--fingerprint SHA256:...]
-  ./sitebench trust allow-unsigned SITE INSECURE: anyone who can push publishes as SITE"""
+  ./sitebench trust allow-unsigned SITE INSECURE: anyone who can push publishes as SITE
+
+add, list, remove and allow-unsigned with --remote PATH change the trust list of a results
+repository this host keeps (made by ./sitebench exchange init-remote PATH), which its
+pre-receive hook checks every push against."""
 
 description = "manage the keys trusted to sign each site's runs"
 
@@ -18,7 +22,7 @@ def setup_parser(p):
     add = sub.add_parser("add", help="trust a site's public key (a .pub file)")
     add.add_argument("site")
     add.add_argument("keyfile")
-    sub.add_parser("list", help="the trusted keys, by site")
+    ls = sub.add_parser("list", help="the trusted keys, by site")
     rm = sub.add_parser("remove", help="stop trusting a site's keys")
     rm.add_argument("site")
     rm.add_argument("--fingerprint", help="only this key (SHA256:...)")
@@ -26,6 +30,13 @@ def setup_parser(p):
         "allow-unsigned", help="accept a site's unsigned runs (insecure: for a migration only)"
     )
     un.add_argument("site")
+    for each in (add, ls, rm, un):
+        each.add_argument(
+            "--remote",
+            metavar="PATH",
+            help="the trust list of the results repository at PATH (exchange init-remote), "
+            "not this site's",
+        )
 
 
 def command(args):
@@ -36,23 +47,27 @@ def command(args):
         print(public)
         print(("made " if made else "") + f"{path}.pub: give it to the other sites' admins")
     elif args.action == "add":
-        fp = trust.add(args.site, args.keyfile)
-        print(f"trusted for {args.site}: {fp} ({trust.allowed_signers_file()})")
+        fp = trust.add(args.site, args.keyfile, remote=args.remote)
+        print(f"trusted for {args.site}: {fp} ({_where(trust, args.remote)})")
     elif args.action == "list":
-        rows = trust.listing()
+        rows = trust.listing(remote=args.remote)
         if not rows:
-            print(f"no site trusted ({trust.allowed_signers_file()})")
+            print(f"no site trusted ({_where(trust, args.remote)})")
         for site, fp, comment in rows:
             print(f"{site:20} {fp}  {comment}".rstrip())
     elif args.action == "remove":
-        gone = trust.remove(args.site, args.fingerprint)
+        gone = trust.remove(args.site, args.fingerprint, remote=args.remote)
         print(f"{args.site}: {gone} entr{'y' if gone == 1 else 'ies'} removed")
         return 0 if gone else 1
     else:
-        trust.allow_unsigned(args.site)
+        trust.allow_unsigned(args.site, remote=args.remote)
         print(
             f"WARNING: unsigned runs of {args.site} are now accepted: anyone who can push to "
             "the results repository can publish in its name (./sitebench trust remove "
             f"{args.site} ends it)"
         )
     return 0
+
+
+def _where(trust, remote):
+    return trust.hosted(remote)[0] if remote else trust.allowed_signers_file()

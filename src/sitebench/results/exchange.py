@@ -566,6 +566,69 @@ def _publish(ex, site, key, retries):
     return Published(False, [], f"{reason} (gave up after {retries + 1} tries)", None, refused)
 
 
+@dataclass
+class Restored:
+    """What :func:`restore` did: ``pushed`` the accepted history back (False: nothing to do),
+    ``accepted`` the commit now at the remote's branch, ``dropped`` the rewritten tip it
+    replaced (kept here under ``refs/sitebench/quarantine/``)."""
+
+    pushed: bool
+    accepted: str
+    dropped: str = None
+
+
+def restore(results_root=None):
+    """After a history rewrite on an unprotected remote (every pull and publish refuse it):
+    put the history this site verified back on the remote's branch, on top of nothing but
+    what was accepted here. The rewritten commits stay in quarantine for inspection; runs
+    pushed on top of the rewrite come back with their sites' next publish (their own copies
+    are untouched). ``--force-with-lease`` against the tip just verified: a push that lands
+    in between is never overwritten unseen."""
+    ex = open_exchange(results_root)
+    with ex.locked():
+        try:
+            tip = ex.fetch()
+        except GitFailed as err:
+            raise SitebenchError(
+                f"could not reach the results remote {ex.setting('remote')}: {err.reason}",
+                "check the network and the remote, then restore again",
+            ) from None
+        accepted = ex.rev(ACCEPTED)
+        if accepted is None:
+            raise SitebenchError(
+                "nothing was ever accepted here, so there is no history to restore",
+                "restore from a site that pulled before the rewrite",
+            )
+        contains = tip is not None and (
+            ex.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
+        )
+        if contains:
+            return Restored(False, tip)
+        if tip is not None:
+            # Named in quarantine (and the log) like any refused commit.
+            verdicts = verify.check_range(
+                verify.Git(ex.git_dir), accepted, tip, trust.rules(prefix=ex.setting("prefix", ""))
+            )
+            for verdict in verdicts:
+                if not verdict.ok:
+                    ex._quarantine(verdict)
+        remote, branch = ex.setting("remote"), ex.setting("branch", DEFAULT_BRANCH)
+        lease = f"--force-with-lease=refs/heads/{branch}:{tip or ''}"
+        proc = ex.git(
+            "push", "--porcelain", lease, remote, f"{accepted}:refs/heads/{branch}", check=False
+        )
+        if proc.returncode != 0:
+            raise SitebenchError(
+                f"the remote refused the restore: {_reason(proc.stderr + proc.stdout)}",
+                "a protected remote (exchange init-remote) refuses every rewrite, this one "
+                "too: its host restores the branch there (git update-ref); otherwise pull "
+                "and try again if another site pushed meanwhile",
+            )
+        return Restored(True, accepted, tip)
+
+
+# -- moving from the old layout ----------------------------------------------------------
+
 # -- moving from the old layout ----------------------------------------------------------
 
 

@@ -16,6 +16,7 @@ A site's signing key is ``$SITEBENCH_KEYS_DIR/<site>`` (default
 ``./sitebench trust add SITE KEYFILE``.
 """
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -49,6 +50,44 @@ def unsigned_file():
     return trust_dir() / "unsigned-sites"
 
 
+def hosted(repo):
+    """The trust files of a results repository this host keeps (``exchange init-remote``):
+    (allowed_signers, rules.json) in ``REPO/sitebench/``, read by its pre-receive hook."""
+    from sitebench.results.shared_remote import RULES_DIR
+
+    rules_dir = Path(repo) / RULES_DIR
+    signers, settings = rules_dir / "allowed_signers", rules_dir / "rules.json"
+    if not (signers.is_file() and settings.is_file()):
+        raise SitebenchError(
+            f"{repo} is not a results repository made by ./sitebench exchange init-remote "
+            f"(no {RULES_DIR}/allowed_signers and rules.json in it)",
+            "name the bare repository's directory on this host (--remote PATH); a remote "
+            "made with plain git has no trust list of its own: every site checks on pull",
+        )
+    return signers, settings
+
+
+def _signers(remote):
+    return hosted(remote)[0] if remote else allowed_signers_file()
+
+
+def _unsigned(remote):
+    if remote:
+        settings = json.loads(hosted(remote)[1].read_text(encoding="utf-8"))
+        return [str(s) for s in settings.get("unsigned_sites", [])]
+    return [s.strip() for s in _lines(unsigned_file()) if s.strip()]
+
+
+def _set_unsigned(remote, sites):
+    if remote:
+        path = hosted(remote)[1]
+        settings = json.loads(path.read_text(encoding="utf-8"))
+        settings["unsigned_sites"] = sorted(sites)
+        _keeping_mode(path, lambda: write_atomic(path, json.dumps(settings, indent=2) + "\n"))
+    else:
+        _write(unsigned_file(), sites)
+
+
 def _lines(path):
     try:
         return path.read_text(encoding="utf-8").splitlines()
@@ -58,7 +97,16 @@ def _lines(path):
 
 def _write(path, lines):
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    write_atomic(path, "".join(line + "\n" for line in lines))
+    _keeping_mode(path, lambda: write_atomic(path, "".join(line + "\n" for line in lines)))
+
+
+def _keeping_mode(path, write):
+    """A hosted repository's hook runs as whichever user pushes (a group's members): the
+    rewritten file keeps the mode it had, so they can still read it."""
+    mode = path.stat().st_mode & 0o777 if path.exists() else None
+    write()
+    if mode is not None:
+        path.chmod(mode)
 
 
 def _key_line(keyfile):
@@ -82,61 +130,60 @@ def _key_line(keyfile):
     return " ".join(parts[start : start + 3])
 
 
-def add(site, keyfile):
-    """Trust the key in ``keyfile`` for ``site``; return its fingerprint."""
+def add(site, keyfile, remote=None):
+    """Trust the key in ``keyfile`` for ``site`` (here, or in the hosted repository
+    ``remote``); return its fingerprint."""
     check_name("site", site)
     key = _key_line(keyfile)
     fp = fingerprint(key)
-    lines = _lines(allowed_signers_file())
+    signers = _signers(remote)
+    lines = _lines(signers)
     if any(
         ln.split(" ", 1)[0] == site and fingerprint(ln.split(" ", 1)[1]) == fp
         for ln in lines
         if " " in ln
     ):
         return fp
-    _write(allowed_signers_file(), [*lines, f"{site} {key}"])
+    _write(signers, [*lines, f"{site} {key}"])
     return fp
 
 
-def remove(site, fp=None):
+def remove(site, fp=None, remote=None):
     """Stop trusting ``site``'s keys (all, or the one of fingerprint ``fp``); return how many."""
     check_name("site", site)
     kept, gone = [], 0
-    for line in _lines(allowed_signers_file()):
+    signers = _signers(remote)
+    for line in _lines(signers):
         principal, _, key = line.partition(" ")
         if principal == site and (fp is None or fingerprint(key) == fp):
             gone += 1
         else:
             kept.append(line)
     if gone:
-        _write(allowed_signers_file(), kept)
-    unsigned = [s for s in _lines(unsigned_file()) if s.strip() and s.strip() != site]
-    if len(unsigned) != len([s for s in _lines(unsigned_file()) if s.strip()]):
-        _write(unsigned_file(), unsigned)
+        _write(signers, kept)
+    unsigned = _unsigned(remote)
+    if site in unsigned:
+        _set_unsigned(remote, [s for s in unsigned if s != site])
         gone += 1
     return gone
 
 
-def allow_unsigned(site):
+def allow_unsigned(site, remote=None):
     check_name("site", site)
-    sites = [s.strip() for s in _lines(unsigned_file()) if s.strip()]
+    sites = _unsigned(remote)
     if site not in sites:
-        _write(unsigned_file(), [*sites, site])
+        _set_unsigned(remote, [*sites, site])
 
 
-def listing():
+def listing(remote=None):
     """[(site, fingerprint or 'UNSIGNED ALLOWED', comment)] sorted by site."""
     rows = []
-    for line in _lines(allowed_signers_file()):
+    for line in _lines(_signers(remote)):
         principal, _, key = line.partition(" ")
         if fingerprint(key):
             comment = " ".join(key.split()[2:])
             rows.append((principal, fingerprint(key), comment))
-    rows += [
-        (s.strip(), "UNSIGNED ALLOWED (insecure)", "")
-        for s in _lines(unsigned_file())
-        if s.strip()
-    ]
+    rows += [(s, "UNSIGNED ALLOWED (insecure)", "") for s in _unsigned(remote)]
     return sorted(rows)
 
 

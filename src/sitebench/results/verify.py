@@ -375,6 +375,13 @@ def _hook(git_dir):
                 refused.append(f"commit {verdict.commit[:12]}: {verdict.reason}")
     for reason in refused:
         print(f"sitebench: refused: {reason}", file=sys.stderr)
+    if any("trust" in reason for reason in refused):
+        # A joining site's first push: it sends its key to the host, who trusts it here.
+        print(
+            "sitebench: this repository's host trusts a site's key with: ./sitebench trust add "
+            f"SITE KEYFILE --remote {os.path.abspath(git_dir)}",
+            file=sys.stderr,
+        )
     return 1 if refused else 0
 
 
