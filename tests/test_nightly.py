@@ -345,6 +345,19 @@ def test_incoming_runs_refused_by_the_publish_are_in_the_alert(night_env):
     assert log_of(night_env).rstrip().endswith("verdict: passed (exit 0)")
 
 
+def test_a_rewritten_remote_is_in_the_alert_with_the_way_back(night_env):
+    tmp = night_env["tmp"]
+    make_site(tmp / "sites", night_env["nightly"], results={"remote": str(tmp / "shared.git")})
+    reason = "commit 0123456789ab refused: history rewrite: the branch no longer contains x"
+
+    def publisher(site):
+        return Published(False, [], reason, None, [reason])
+
+    assert run_night(SITE, suite=suite_returning(tmp), publisher=publisher) == codes.NOT_PUBLISHED
+    alert = night_env["alerts"].read_text()
+    assert f"not published: {reason}" in alert and "./sitebench exchange restore" in alert
+
+
 def test_publishing_for_real_to_a_bare_repository(night_env):
     """The night's run reaches a shared bare repository through the results exchange."""
     tmp = night_env["tmp"]
