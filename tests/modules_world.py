@@ -5,7 +5,9 @@ systems (tests/test_modules.py).
   GCC 12 under its versioned names);
 * ``openmpi/<v>`` and ``mpich/<v>``: each MPI's own prefix (``sitebench.sites.mpi_prefix``,
   as detection makes them for Debian's side-by-side MPIs), versions as Debian's packages;
-* ``broken/1`` fails to load, ``ghost/1`` puts a directory that does not exist on PATH.
+* ``broken/1`` fails to load, ``ghost/1`` puts a directory that does not exist on PATH;
+* beside it (:func:`build_compilers_shared`), ``gcc/12``, ``gcc/11`` (Debian's GCC 11,
+  unpacked) and Open MPI, for compiler against compiler.
 
 Modulefiles are Tcl (``#%Module``): Lmod reads them too. None of the prefixes is on PATH.
 
@@ -110,6 +112,40 @@ def build(root, final=None):
     _modulefile(tree / "broken" / "1", ['error "broken on purpose"'])
     _modulefile(tree / "ghost" / "1", [f"prepend-path PATH {final}/not-installed/bin"])
     return world
+
+
+#: Debian's GCC 11, unpacked (tests/README.md): a second compiler of a version of its own.
+GCC11_UNPACKED = Path("/opt/sitebench-test/gcc-11")
+
+
+def build_compilers_shared():
+    """A second module path beside :func:`build_shared`'s tree, for compiler against
+    compiler: ``gcc/12`` and Open MPI as in that tree (the same prefixes, so what was built
+    with them comes from the binary cache) and ``gcc/11``, Debian's GCC 11 unpacked (a
+    prefix of its own); made once, beside and renamed, as the tree. Returns {"modulepath",
+    "gcc", "gcc11", "openmpi"} (module names)."""
+    shared = build_shared()
+    root = shared_root()
+    final = root / "compilers"
+    if not (final / "world.json").is_file():
+        tmp = Path(tempfile.mkdtemp(prefix=".compilers-", dir=root))
+        gcc11 = tmp / "gcc-11" / "bin"
+        gcc11.mkdir(parents=True)
+        for name in ("gcc", "g++", "gfortran"):
+            (gcc11 / name).symlink_to(GCC11_UNPACKED / "usr" / "bin" / f"{name}-11")
+        tree = tmp / "modulefiles"
+        _modulefile(tree / "gcc" / "11", [f"prepend-path PATH {final}/gcc-11/bin"])
+        for module in (shared["gcc"], shared["openmpi"]):
+            (tree / module).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(Path(shared["modulepath"]) / module, tree / module)
+        world = {"modulepath": str(final / "modulefiles"), "gcc11": "gcc/11"}
+        world.update({k: shared[k] for k in ("gcc", "openmpi")})
+        (tmp / "world.json").write_text(json.dumps(world))
+        try:
+            tmp.rename(final)
+        except OSError:  # another run made it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return json.loads((final / "world.json").read_text())
 
 
 def environ(kind, command, modulepath, base=None):

@@ -11,6 +11,7 @@ toolchain's modules in their job scripts.
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -122,6 +123,37 @@ def test_toolchain_modules_and_default_are_checked_and_selected():
     assert env["modules"] == ["gcc/12"] and not any(v[0] == "PATH" for v in env["env_vars"])
 
 
+def test_the_newest_compiler_module_is_the_default_and_the_others_stand_beside_it():
+    """Modules list gcc/11 before gcc/12: GCC 12 (Spack's preference, the newest) makes the
+    default toolchains with each MPI; GCC 11 one beside them, first MPI only, default
+    false (as a second compiler on PATH)."""
+    from sitebench.sites import local_site
+
+    def compiler(version, module):
+        langs = {k: f"/m/gcc-{version}/bin/{k}" for k in ("c", "cxx", "fortran")}
+        return {
+            "spec": f"gcc@{version}",
+            "modules": [module],
+            "extra_attributes": {"compilers": langs},
+        }
+
+    packages = {
+        "gcc": {"externals": [compiler("11.3.0", "gcc/11"), compiler("12.2.0", "gcc/12")]},
+        "openmpi": {"externals": [{"spec": "openmpi@4.1.4", "modules": ["openmpi/4.1.4"]}]},
+        "mpich": {"externals": [{"spec": "mpich@4.0.2", "modules": ["mpich/4.0.2"]}]},
+    }
+    found, notes = local_site._module_toolchains(packages, {})
+    assert notes == []
+    assert [(t["name"], t.get("default", True), t["modules"]) for t in found] == [
+        ("gcc12-openmpi4", True, ["gcc/12", "openmpi/4.1.4"]),
+        ("gcc12-mpich4", True, ["gcc/12", "mpich/4.0.2"]),
+        ("gcc11-openmpi4", False, ["gcc/11", "openmpi/4.1.4"]),
+    ]
+    assert local_site._version_key("12.2.0") > local_site._version_key("11.3.0")
+    # By number, not by text ("10.1" > "9.5").
+    assert local_site._version_key("10.1") > local_site._version_key("9.5")
+
+
 # -- a site onboarded from the module tree --------------------------------------------------
 
 
@@ -173,9 +205,10 @@ def onboarded(request, onboard_with):
     return onboard_with(request.param)
 
 
-def _onboard(kind, world, machine_detection, tmp_path_factory):
+def _onboard(kind, world, machine_detection, tmp_path_factory, name=None):
     env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
-    root = tmp_path_factory.mktemp(f"sites-{kind}")
+    name = name or f"mod-{kind}"
+    root = tmp_path_factory.mktemp(f"sites-{name}")
     (root / "site-configs" / "local").mkdir(parents=True)
     (root / "environments" / "local").mkdir(parents=True)
     shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
@@ -187,8 +220,8 @@ def _onboard(kind, world, machine_detection, tmp_path_factory):
 
     with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
         detection.modules = onboard.detect_modules(pinned.setup())
-        report = onboard.onboard(f"mod-{kind}", detection=detection)
-    return root, f"mod-{kind}", env, report
+        report = onboard.onboard(name, detection=detection)
+    return root, name, env, report
 
 
 def test_onboarding_finds_the_modules_and_proposes_toolchains_that_load_them(onboarded, world):
@@ -308,6 +341,70 @@ def test_a_module_site_builds_and_runs_each_toolchain_with_its_own_mpi(onboard_w
     rows = json.loads(compared.stdout)
     figures = {r["figure"] for r in (rows["rows"] if isinstance(rows, dict) else rows)}
     assert {"latency_small", "latency_large"} <= figures, compared.stdout[-2000:]
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_a_second_gcc_module_is_set_against_the_first_compiler_against_compiler(
+    machine_detection, tmp_path_factory, results_root
+):
+    """GCC 12 and GCC 11 offered as modules beside Open MPI: onboarding proposes GCC 12 as
+    the default toolchain and GCC 11 beside it (``default: false``); `run --toolchain all`
+    builds OSU with each (the binary says which GCC made it) and `compare` sets compiler
+    against compiler, figure by figure."""
+    gcc11 = modules_world.GCC11_UNPACKED / "usr/bin/gcc-11"
+    assert gcc11.is_file(), f"no {gcc11}: unpack Debian's gcc-11 as tests/README.md says"
+    world = modules_world.build_compilers_shared()
+    root, name, env, _ = _onboard(
+        "lmod", world, machine_detection, tmp_path_factory, name="compilers-lmod"
+    )
+    import yaml
+
+    site = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
+    proposed = {tc["name"]: tc for tc in site["toolchains"]}
+    assert set(proposed) == {"gcc12-openmpi4", "gcc11-openmpi4"}, proposed
+    assert proposed["gcc11-openmpi4"]["modules"] == [world["gcc11"], world["openmpi"]]
+    assert proposed["gcc11-openmpi4"]["c"] == "gcc@11.3.0"
+    assert proposed["gcc11-openmpi4"].get("default") is False
+    assert proposed["gcc12-openmpi4"].get("default", True) is True
+
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    clean["SITEBENCH_SITES_ROOT"] = str(root)
+    proc = sitebench(
+        "run", "--site", name, "--toolchain", "all", "--", "-n", "OsuLatencyCheck", env=clean
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-6000:]
+    (run,) = (results_root / name).iterdir()
+    made_by = {}
+    for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
+        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        comment = subprocess.run(
+            ["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True
+        ).stdout
+        made_by[spec.parts[-3]] = sorted(set(re.findall(r"GCC: \(Debian ([\d.]+)-", comment)))
+    assert made_by == {"gcc12-openmpi4": ["12.2.0"], "gcc11-openmpi4": ["11.3.0"]}, made_by
+    compared = sitebench(
+        "compare",
+        f"{name}%gcc12-openmpi4",
+        f"{name}%gcc11-openmpi4",
+        "--format",
+        "json",
+        env=clean,
+    )
+    assert compared.returncode == 0, compared.stdout + compared.stderr
+    rows = json.loads(compared.stdout)
+    rows = rows["rows"] if isinstance(rows, dict) else rows
+    assert {"latency_small", "latency_large"} <= {r["figure"] for r in rows}, rows[:5]
+    # The report's ping-pong chart draws a curve per compiler, as it does per MPI.
+    from sitebench.report import data as report_data
+    from sitebench.report import sections
+
+    data = report_data.load(
+        results_root=results_root, store_dir=results_root.parent / "store", warn=print
+    )
+    (pingpong,) = [s for s in sections.build_sections(data) if s.anchor == "pingpong"]
+    drawn = json.dumps([chart.to_dict() for chart in pingpong.charts])
+    assert "gcc12-openmpi4" in drawn and "gcc11-openmpi4" in drawn
 
 
 def test_the_local_sites_detection_takes_toolchains_from_modules_too(

@@ -198,6 +198,32 @@ def test_root_found_per_toolchain_in_the_lock(tmp_path):
     assert toolchain_roots.root_for(tmp_path / "nowhere", "hpl", mpich) is None
 
 
+def test_two_versions_of_a_compiler_are_two_roots(tmp_path):
+    """A site with GCC 12 and GCC 11 (modules): each toolchain finds its own root, never the
+    other version's (both once took the first, and GCC 12's checks ran GCC 11's binary)."""
+    part = "%[when='%{0}'] {0}={1}"
+    spec = "osu-micro-benchmarks@7.2 " + " ".join(
+        part.format(v, "{gcc}") for v in ("c", "cxx", "fortran")
+    )
+    spec += " " + part.format("mpi", "openmpi@4.1.4")
+    env = _lock(
+        tmp_path,
+        [("old1111", spec.format(gcc="gcc@11.3.0")), ("new1222", spec.format(gcc="gcc@12.2.0"))],
+    )
+
+    def extras(version):
+        return {
+            "mpi": "openmpi@4.1.4",
+            "compilers": dict.fromkeys(("c", "cxx", "fortran"), version),
+        }
+
+    assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@12.2.0")) == "new1222"
+    assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@11.3.0")) == "old1111"
+    assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@10.4.0")) is None
+    # Named without a version: any GCC's root, the first.
+    assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc")) == "old1111"
+
+
 def test_listed_install_by_hash(tmp_path):
     from sitebench.run.spack_build import listed_install
 

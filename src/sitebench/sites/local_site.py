@@ -437,15 +437,20 @@ def _version(spec):
 
 
 def _module_toolchains(packages, path_gcc):
-    """Toolchains of the compilers and MPIs offered as modules: each compiler module with
-    each MPI module, loading both. The first compiler module's are default when nothing
-    on PATH makes a toolchain."""
+    """Toolchains of the compilers and MPIs offered as modules: the first compiler module
+    (GCC before Clang, the newest version first, as Spack prefers) with each MPI module,
+    loading both; each further compiler module with the first MPI only and ``default:
+    false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them)."""
     compilers, mpis, notes = [], [], []
     for name in COMPILER_NAMES:
+        found = []
         for ext in (packages.get(name) or {}).get("externals") or []:
             langs = ext.get("extra_attributes", {}).get("compilers", {})
             if ext.get("modules") and "c" in langs and "cxx" in langs:
-                compilers.append((name, ext, langs))
+                found.append((name, ext, langs))
+        compilers += sorted(
+            found, key=lambda c: _version_key(_version(c[1]["spec"])), reverse=True
+        )
     for mpi in TOOLCHAIN[0][1]:
         for ext in (packages.get(mpi) or {}).get("externals") or []:
             if ext.get("modules"):
@@ -459,7 +464,8 @@ def _module_toolchains(packages, path_gcc):
             notes.append(f"module {ext['modules'][0]}: no Fortran compiler: not proposed")
             continue
         label = f"{COMPILER_NAMES[name]}{version.split('.')[0]}"
-        for mpi, mext in mpis:
+        first = not found
+        for mpi, mext in mpis if first else mpis[:1]:
             mversion = _version(mext["spec"])
             found.append(
                 {
@@ -469,9 +475,16 @@ def _module_toolchains(packages, path_gcc):
                     "fortran": fortran,
                     "mpi": f"{mpi}@{mversion}" if mversion else mpi,
                     "modules": list(ext["modules"]) + list(mext["modules"]),
+                    **({} if first else {"default": False}),
                 }
             )
     return found, notes
+
+
+def _version_key(version):
+    """``12.2.0`` -> (12, 2, 0), for ordering versions; parts that are not numbers sort
+    first."""
+    return tuple(int(p) if p.isdigit() else -1 for p in version.split("."))
 
 
 def write_toolchains(packages, modules_setting=None):

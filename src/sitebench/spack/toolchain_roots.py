@@ -56,9 +56,17 @@ def root_for(env_dir, package, extras):
             name == package
             and parts
             and all(
-                want.get(virtual, provider).split("@")[0] == provider.split("@")[0]
+                _same_provider(want.get(virtual, provider), provider)
                 for virtual, provider in parts.items()
             )
         ):
             return digest
     return None
+
+
+def _same_provider(wanted_provider, locked):
+    """``gcc@12.2.0`` is not ``gcc@11.3.0`` (two GCCs of a site are two toolchains); a
+    provider named without a version (``openmpi``) is any version of it."""
+    want_name, _, want_version = wanted_provider.partition("@")
+    name, _, version = locked.partition("@")
+    return want_name == name and (not want_version or not version or want_version == version)
