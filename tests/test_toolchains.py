@@ -288,6 +288,33 @@ def test_detection_proposes_gcc_with_each_mpi(tmp_path, monkeypatch):
     assert [t["name"] for t in proposed] == ["gcc-openmpi", "gcc-mpich"]
 
 
+def test_the_newest_gcc_on_path_makes_the_toolchains(tmp_path):
+    """Debian's gcc-11 installed beside gcc (12) and found first: GCC 12's compilers are the
+    ones probed (here /usr/bin/gcc-11 is not even installed: probing it proposed nothing)."""
+    packages = {
+        "gcc": {
+            "externals": [
+                {
+                    "spec": f"gcc@{version}",
+                    "prefix": "/usr",
+                    "extra_attributes": {
+                        "compilers": {
+                            "c": f"/usr/bin/gcc{suffix}",
+                            "cxx": f"/usr/bin/g++{suffix}",
+                            "fortran": f"/usr/bin/gfortran{suffix}",
+                        }
+                    },
+                }
+                for version, suffix in (("11.3.0", "-11"), ("12.2.0", ""))
+            ]
+        },
+        "openmpi": _farm(tmp_path, "openmpi"),
+    }
+    proposed, _notes = local_site.propose_toolchains(packages)
+    assert [t["name"] for t in proposed] == ["gcc-openmpi"]
+    assert local_site.compiles_openmp("gcc")
+
+
 def test_clang_without_openmp_not_proposed(tmp_path):
     if not shutil.which("clang"):
         pytest.skip("clang is not installed (apt-get install clang)")

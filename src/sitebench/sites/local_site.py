@@ -391,9 +391,12 @@ def propose_toolchains(packages):
     sets, notes = [], []
     compilers = {}
     for name in COMPILER_NAMES:
-        for ext in (packages.get(name) or {}).get("externals") or []:
-            if not ext.get("modules"):  # the first external found on PATH
-                compilers.setdefault(name, ext.get("extra_attributes", {}).get("compilers", {}))
+        on_path = [
+            e for e in (packages.get(name) or {}).get("externals") or [] if not e.get("modules")
+        ]
+        # The newest on PATH, as Spack prefers it: Debian's gcc-11 beside gcc (12) is not it.
+        for ext in sorted(on_path, key=lambda e: _version_key(_version(e["spec"])), reverse=True):
+            compilers.setdefault(name, ext.get("extra_attributes", {}).get("compilers", {}))
     gcc = compilers.get("gcc", {})
     for name, langs in compilers.items():
         if "c" not in langs or "cxx" not in langs:
