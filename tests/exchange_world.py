@@ -28,6 +28,15 @@ def git(cwd, *args, env=None, check=True):
     return proc
 
 
+def tree_bytes(root):
+    """{relative path: bytes} of every file under ``root``: two runs compared byte for byte."""
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
 class Site:
     def __init__(self, world, name):
         self.world = world

@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import ROOT, small_tmpfs
-from exchange_world import TEMPLATE, World, git
+from exchange_world import TEMPLATE, World, git, tree_bytes
 from sitebench.common.errors import SitebenchError
 from sitebench.results import exchange, trust, verify
 
@@ -368,16 +368,9 @@ def test_a_publish_killed_at_any_step_leaves_nothing_to_repair(world, tmp_path, 
     assert run in remote_runs(world.bare)[0]["alpha"]
     assert (alpha.results / "alpha" / run / "report.json").is_file()
     assert alpha.runs("beta") == [incoming]
-    assert _tree_same(alpha.results / "beta" / incoming, TEMPLATE)
+    assert tree_bytes(alpha.results / "beta" / incoming) == tree_bytes(TEMPLATE)
     leftovers = [p.name for p in (alpha.results / ".exchange").rglob("*.lock")]
     assert leftovers == [] and not list((alpha.results / "beta").glob(".incoming-*"))
-
-
-def _tree_same(a, b):
-    def files(root):
-        return {p.relative_to(root): p.read_bytes() for p in root.rglob("*") if p.is_file()}
-
-    return files(a) == files(b)
 
 
 def _running(pattern):

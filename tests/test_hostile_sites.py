@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from sitebench.cli import main
-from exchange_world import TEMPLATE, World, git, plumb_commit
+from exchange_world import TEMPLATE, World, git, plumb_commit, tree_bytes
 
 pytestmark = pytest.mark.reliability_input
 
@@ -342,7 +342,7 @@ def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
     _assert_secret_unread(world, shown.out + shown.err)
     # The honest alpha's own copy and the published one agree byte for byte.
     for run in beta.runs("alpha"):
-        assert _tree_bytes(beta.results / "alpha" / run) == _tree_bytes(TEMPLATE)
+        assert tree_bytes(beta.results / "alpha" / run) == tree_bytes(TEMPLATE)
 
 
 def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
@@ -354,7 +354,7 @@ def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
     world.push_as(clone, "results: mallory: 1 run", key=mallory.key)
     pulled = beta.pull()
     assert pulled.refused == [] and pulled.new == [("mallory", [RUN])]
-    assert _tree_bytes(beta.results / "mallory" / RUN) == _tree_bytes(TEMPLATE)
+    assert tree_bytes(beta.results / "mallory" / RUN) == tree_bytes(TEMPLATE)
 
 
 def test_pull_cli_exits_3_naming_the_refused_commit(world):
@@ -394,14 +394,6 @@ def test_launcher_from_inside_a_results_directory_imports_nothing_from_it(world,
     )
     assert launcher.returncode == 0, launcher.stderr
     assert not world.marker.exists()
-
-
-def _tree_bytes(root):
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
 
 
 def _assert_secret_unread(world, output):

@@ -28,7 +28,7 @@ from sitebench.common import paths
 from sitebench.nightly import codes, cron, lock, logs, schedule, scrontab, status, systemd, when
 from sitebench.nightly.night import run_night
 from sitebench.nightly.suite import Outcome
-from sitebench.results.exchange import Published
+from sitebench.results.exchange import RESTORE_HINT, Published
 from sitebench.sites import toolchains
 from sitebench.sites.site import Site
 
@@ -351,11 +351,11 @@ def test_a_rewritten_remote_is_in_the_alert_with_the_way_back(night_env):
     reason = "commit 0123456789ab refused: history rewrite: the branch no longer contains x"
 
     def publisher(site):
-        return Published(False, [], reason, None, [reason])
+        return Published(False, [], reason, None, [reason], rewritten=True)
 
     assert run_night(SITE, suite=suite_returning(tmp), publisher=publisher) == codes.NOT_PUBLISHED
     alert = night_env["alerts"].read_text()
-    assert f"not published: {reason}" in alert and "./sitebench exchange restore" in alert
+    assert f"not published: {reason}\n{RESTORE_HINT}" in alert
 
 
 def test_publishing_for_real_to_a_bare_repository(night_env):

@@ -22,8 +22,7 @@ def setup_parser(p):
 
 def command(args):
     from sitebench.results import trust
-    from sitebench.results.exchange import REFUSED_EXIT, publish
-    from sitebench.results.verify import REWRITE
+    from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, publish
 
     key, public, made = trust.ensure_site_key(args.site)
     if made:
@@ -44,10 +43,7 @@ def command(args):
             return REFUSED_EXIT
         return 0
     print(f"not published: {done.reason}")
-    if REWRITE in done.reason:
-        print(
-            "the remote's history was rewritten: once the admins have looked, "
-            "./sitebench exchange restore puts back the history verified here"
-        )
+    if done.rewritten:
+        print(RESTORE_HINT)
     print("the runs stay here: the next publish sends them")
     return 1

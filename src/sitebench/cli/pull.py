@@ -15,7 +15,7 @@ def setup_parser(p):
 
 
 def command(args):
-    from sitebench.results.exchange import REFUSED_EXIT, pull, results_settings
+    from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, pull, results_settings
 
     remote, branch = args.remote, args.branch
     if args.site:
@@ -40,9 +40,6 @@ def command(args):
             "(./sitebench exchange quarantine lists them)"
         )
         if done.rewritten:
-            print(
-                "the remote's history was rewritten: once the admins have looked, "
-                "./sitebench exchange restore puts back the history verified here"
-            )
+            print(RESTORE_HINT)
         return REFUSED_EXIT
     return 0

@@ -56,8 +56,7 @@ REFUSED = "  refused: "
 def publish_run(site, publisher):
     """("published ..." or "not published: <reason>", then the incoming commits it refused
     one a line; ok?) for the site's new runs."""
-    from sitebench.results.exchange import publish
-    from sitebench.results.verify import REWRITE
+    from sitebench.results.exchange import RESTORE_HINT, publish
 
     try:
         result = (publisher or publish)(site.name)
@@ -68,11 +67,8 @@ def publish_run(site, publisher):
         said = f"published: {runs}" + (f" (commit {result.commit})" if result.commit else "")
     else:
         said = f"not published: {result.reason or 'no reason given'}"
-        if REWRITE in (result.reason or ""):
-            said += (
-                " (once the admins have looked: ./sitebench exchange restore puts back the "
-                "history verified here)"
-            )
+        if result.rewritten:
+            said += f"\n{RESTORE_HINT}"
     # Published.refused is newer than this code's first callers: absent means none.
     refused = list(getattr(result, "refused", None) or [])
     if refused:

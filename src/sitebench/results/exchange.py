@@ -46,6 +46,11 @@ from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
 EXCHANGE_DIR = ".exchange"
+#: What pull, publish and the nightly alert say when they meet a rewritten history.
+RESTORE_HINT = (
+    "the remote's history was rewritten: once the admins have looked, "
+    "./sitebench exchange restore puts back the history verified here"
+)
 ACCEPTED = "refs/sitebench/accepted"
 FETCHED = "refs/sitebench/fetched"
 QUARANTINE = "refs/sitebench/quarantine/"
@@ -61,13 +66,15 @@ REFUSED_EXIT = 3
 class Published:
     """What one :func:`publish` did: ``runs`` of this site pushed this time; ``reason`` is
     why not when ``published`` is false; ``commit`` the pushed commit; ``refused`` the
-    incoming commits refused on the way (one line each)."""
+    incoming commits refused on the way (one line each); ``rewritten`` the remote's history
+    no longer holds what was accepted here (nothing is published on top: see :func:`restore`)."""
 
     published: bool
     runs: list = field(default_factory=list)
     reason: str = ""
     commit: str = None
     refused: list = field(default_factory=list)
+    rewritten: bool = False
 
 
 @dataclass
@@ -490,15 +497,22 @@ def pull(results_root=None, remote=None, branch=None):
 
 
 def _pull(ex):
+    return ex.accept(_fetched(ex), _rules(ex))
+
+
+def _rules(ex):
+    return trust.rules(prefix=ex.setting("prefix", ""))
+
+
+def _fetched(ex):
+    """The remote branch's tip, fetched; a clear error when the remote cannot be reached."""
     try:
-        tip = ex.fetch()
+        return ex.fetch()
     except GitFailed as err:
         raise SitebenchError(
             f"could not reach the results remote {ex.setting('remote')}: {err.reason}",
-            "check the network and the remote (results.remote, --remote), then pull again",
+            "check the network and the remote (results.remote, --remote), then try again",
         ) from None
-    rules = trust.rules(prefix=ex.setting("prefix", ""))
-    return ex.accept(tip, rules)
 
 
 def _own_new_runs(ex, site, tip, prefix):
@@ -544,11 +558,11 @@ def _publish(ex, site, key, retries):
             tip = ex.fetch()
         except GitFailed as err:
             return Published(False, [], err.reason, None, refused)
-        pulled = ex.accept(tip, trust.rules(prefix=prefix))
+        pulled = ex.accept(tip, _rules(ex))
         refused += [line for line in pulled.refused if line not in refused]
         if pulled.rewritten:
             # Publishing on top would bless the rewritten history: the admin looks first.
-            return Published(False, [], pulled.refused[0], None, refused)
+            return Published(False, [], pulled.refused[0], None, refused, rewritten=True)
         runs = _own_new_runs(ex, site, tip, prefix)
         if not runs:
             return Published(True, [], "", tip, refused)
@@ -580,38 +594,22 @@ class Restored:
 def restore(results_root=None):
     """After a history rewrite on an unprotected remote (every pull and publish refuse it):
     put the history this site verified back on the remote's branch, on top of nothing but
-    what was accepted here. The rewritten commits stay in quarantine for inspection; runs
-    pushed on top of the rewrite come back with their sites' next publish (their own copies
-    are untouched). ``--force-with-lease`` against the tip just verified: a push that lands
-    in between is never overwritten unseen."""
+    what was accepted here. The rewrite is verified and quarantined as a pull does it; runs
+    pushed on top of it come back with their sites' next publish (their own copies are
+    untouched). ``--force-with-lease`` against the tip just verified: a push that lands in
+    between is never overwritten unseen."""
     ex = open_exchange(results_root)
     with ex.locked():
-        try:
-            tip = ex.fetch()
-        except GitFailed as err:
-            raise SitebenchError(
-                f"could not reach the results remote {ex.setting('remote')}: {err.reason}",
-                "check the network and the remote, then restore again",
-            ) from None
+        tip = _fetched(ex)
         accepted = ex.rev(ACCEPTED)
         if accepted is None:
             raise SitebenchError(
                 "nothing was ever accepted here, so there is no history to restore",
                 "restore from a site that pulled before the rewrite",
             )
-        contains = tip is not None and (
-            ex.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
-        )
-        if contains:
-            return Restored(False, tip)
-        if tip is not None:
-            # Named in quarantine (and the log) like any refused commit.
-            verdicts = verify.check_range(
-                verify.Git(ex.git_dir), accepted, tip, trust.rules(prefix=ex.setting("prefix", ""))
-            )
-            for verdict in verdicts:
-                if not verdict.ok:
-                    ex._quarantine(verdict)
+        if tip is not None and not ex.accept(tip, _rules(ex)).rewritten:
+            # A pull, then: the remote holds everything accepted here.
+            return Restored(False, ex.rev(ACCEPTED))
         remote, branch = ex.setting("remote"), ex.setting("branch", DEFAULT_BRANCH)
         lease = f"--force-with-lease=refs/heads/{branch}:{tip or ''}"
         proc = ex.git(
