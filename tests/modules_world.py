@@ -35,6 +35,8 @@ ENVMOD_PATHS = (
 )
 
 
+#: A compiler prefix's programs (Debian names them with a version suffix: gcc-12).
+COMPILER_PROGRAMS = ("gcc", "g++", "gfortran")
 #: The program Spack's detection of each MPI looks for (its recipe's ``executables``).
 DETECTED_BY = {"openmpi": ("ompi_info",), "mpich": ("mpichversion",)}
 
@@ -70,19 +72,30 @@ def shared_root():
 
 
 def build_shared():
-    """The tree at :func:`shared_root`, made once (in a directory beside it, renamed into
-    place: two test runs at once both end with one whole tree)."""
-    root = shared_root()
-    if not (root / "world.json").is_file():
-        root.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=".test-module-tree-", dir=root.parent))
-        world = build(tmp, final=root)
-        (tmp / "world.json").write_text(json.dumps(world))
+    """The tree at :func:`shared_root`, made once."""
+    return _made_once(shared_root(), lambda tmp, final: build(tmp, final=final))
+
+
+def _made_once(final, make):
+    """The world.json of the tree at ``final``, made by ``make(tmp, final)`` (which returns
+    it) in a directory beside ``final`` and renamed into place when missing: two test runs
+    at once both end with one whole tree."""
+    if not (final / "world.json").is_file():
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+        (tmp / "world.json").write_text(json.dumps(make(tmp, final)))
         try:
-            tmp.rename(root)
+            tmp.rename(final)
         except OSError:  # another run made it first
             shutil.rmtree(tmp, ignore_errors=True)
-    return json.loads((root / "world.json").read_text())
+    return json.loads((final / "world.json").read_text())
+
+
+def _compiler_prefix(prefix, programs):
+    """``prefix/bin`` holding gcc, g++ and gfortran as links to ``programs`` ({name: path})."""
+    (prefix / "bin").mkdir(parents=True)
+    for name, program in programs.items():
+        (prefix / "bin" / name).symlink_to(program)
 
 
 def build(root, final=None):
@@ -92,10 +105,7 @@ def build(root, final=None):
     final = Path(final or root)
     tree = root / "modulefiles"
     world = {"modulepath": str(final / "modulefiles")}
-    gcc = root / "gcc-12"
-    (gcc / "bin").mkdir(parents=True)
-    for name, debian in (("gcc", "gcc-12"), ("g++", "g++-12"), ("gfortran", "gfortran-12")):
-        (gcc / "bin" / name).symlink_to(shutil.which(debian))
+    _compiler_prefix(root / "gcc-12", {n: shutil.which(f"{n}-12") for n in COMPILER_PROGRAMS})
     _modulefile(tree / "gcc" / "12", [f"prepend-path PATH {final}/gcc-12/bin"])
     world["gcc"] = "gcc/12"
     for mpi, package in (("openmpi", "libopenmpi-dev"), ("mpich", "libmpich-dev")):
@@ -125,27 +135,21 @@ def build_compilers_shared():
     prefix of its own); made once, beside and renamed, as the tree. Returns {"modulepath",
     "gcc", "gcc11", "openmpi"} (module names)."""
     shared = build_shared()
-    root = shared_root()
-    final = root / "compilers"
-    if not (final / "world.json").is_file():
-        tmp = Path(tempfile.mkdtemp(prefix=".compilers-", dir=root))
-        gcc11 = tmp / "gcc-11" / "bin"
-        gcc11.mkdir(parents=True)
-        for name in ("gcc", "g++", "gfortran"):
-            (gcc11 / name).symlink_to(GCC11_UNPACKED / "usr" / "bin" / f"{name}-11")
+
+    def make(tmp, final):
+        _compiler_prefix(
+            tmp / "gcc-11",
+            {n: GCC11_UNPACKED / "usr" / "bin" / f"{n}-11" for n in COMPILER_PROGRAMS},
+        )
         tree = tmp / "modulefiles"
         _modulefile(tree / "gcc" / "11", [f"prepend-path PATH {final}/gcc-11/bin"])
         for module in (shared["gcc"], shared["openmpi"]):
             (tree / module).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(Path(shared["modulepath"]) / module, tree / module)
         world = {"modulepath": str(final / "modulefiles"), "gcc11": "gcc/11"}
-        world.update({k: shared[k] for k in ("gcc", "openmpi")})
-        (tmp / "world.json").write_text(json.dumps(world))
-        try:
-            tmp.rename(final)
-        except OSError:  # another run made it first
-            shutil.rmtree(tmp, ignore_errors=True)
-    return json.loads((final / "world.json").read_text())
+        return world | {k: shared[k] for k in ("gcc", "openmpi")}
+
+    return _made_once(shared_root() / "compilers", make)
 
 
 def environ(kind, command, modulepath, base=None):

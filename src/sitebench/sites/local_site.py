@@ -391,12 +391,10 @@ def propose_toolchains(packages):
     sets, notes = [], []
     compilers = {}
     for name in COMPILER_NAMES:
-        on_path = [
-            e for e in (packages.get(name) or {}).get("externals") or [] if not e.get("modules")
-        ]
         # The newest on PATH, as Spack prefers it: Debian's gcc-11 beside gcc (12) is not it.
-        for ext in sorted(on_path, key=lambda e: _version_key(_version(e["spec"])), reverse=True):
-            compilers.setdefault(name, ext.get("extra_attributes", {}).get("compilers", {}))
+        for ext in _newest_first(packages, name):
+            if not ext.get("modules"):
+                compilers.setdefault(name, ext.get("extra_attributes", {}).get("compilers", {}))
     gcc = compilers.get("gcc", {})
     for name, langs in compilers.items():
         if "c" not in langs or "cxx" not in langs:
@@ -446,14 +444,10 @@ def _module_toolchains(packages, path_gcc):
     false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them)."""
     compilers, mpis, notes = [], [], []
     for name in COMPILER_NAMES:
-        found = []
-        for ext in (packages.get(name) or {}).get("externals") or []:
+        for ext in _newest_first(packages, name):
             langs = ext.get("extra_attributes", {}).get("compilers", {})
             if ext.get("modules") and "c" in langs and "cxx" in langs:
-                found.append((name, ext, langs))
-        compilers += sorted(
-            found, key=lambda c: _version_key(_version(c[1]["spec"])), reverse=True
-        )
+                compilers.append((name, ext, langs))
     for mpi in TOOLCHAIN[0][1]:
         for ext in (packages.get(mpi) or {}).get("externals") or []:
             if ext.get("modules"):
@@ -482,6 +476,12 @@ def _module_toolchains(packages, path_gcc):
                 }
             )
     return found, notes
+
+
+def _newest_first(packages, name):
+    """The externals of package ``name``, the newest version first."""
+    externals = (packages.get(name) or {}).get("externals") or []
+    return sorted(externals, key=lambda e: _version_key(_version(e["spec"])), reverse=True)
 
 
 def _version_key(version):
