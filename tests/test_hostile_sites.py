@@ -219,6 +219,13 @@ def rewrite_altering_alphas_run(world, clone, m):
     return "history rewrite"
 
 
+def branch_deleted(world, clone, m):
+    # git refuses to delete a bare repository's current branch by default; a host may not.
+    git(world.bare, "config", "receive.denyDeleteCurrent", "ignore")
+    git(clone, "push", "-q", "origin", ":main")
+    return "history rewrite"
+
+
 def merge_commit(world, clone, m):
     base = git(clone, "rev-parse", "HEAD").stdout.strip()
     git(clone, "checkout", "-q", "-b", "side")
@@ -269,6 +276,7 @@ CASES = [
     bad_signature,
     rewrite_dropping_alphas_run,
     rewrite_altering_alphas_run,
+    branch_deleted,
     merge_commit,
 ]
 

@@ -195,6 +195,12 @@ class Exchange:
         """Verify ``accepted..tip``, export the accepted commits' runs; a :class:`Pulled`."""
         pulled = Pulled()
         accepted = self.rev(ACCEPTED)
+        if tip is None and accepted is not None:
+            # The branch is gone: what was accepted is no longer there, as in any rewrite
+            # (publishing would start a history without it; restore puts it back).
+            pulled.rewritten = True
+            pulled.refused.append(self._note_deleted_branch(accepted))
+            return pulled
         if tip is None or tip == accepted:
             return pulled
         verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules)
@@ -220,10 +226,24 @@ class Exchange:
         if self.rev(QUARANTINE + verdict.commit):
             return line  # refused before (a rewrite is met again by every pull)
         self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
+        self._log_refusal(verdict.commit, verdict.reason)
+        return line
+
+    def _log_refusal(self, what, reason):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
-            log.write(f"{stamp}\t{verdict.commit}\t{verdict.reason}\n")
-        return line
+            log.write(f"{stamp}\t{what}\t{reason}\n")
+
+    def _note_deleted_branch(self, accepted):
+        reason = (
+            f"{verify.REWRITE}: the remote's branch was deleted (it held {accepted[:12]}, "
+            "accepted before)"
+        )
+        ref = f"{QUARANTINE}branch-deleted-{accepted}"
+        if not self.rev(ref):  # logged once, as a refused commit is
+            self.git("update-ref", ref, accepted)
+            self._log_refusal("(no branch)", reason)
+        return f"branch refused: {reason}"
 
     def quarantined(self):
         """[(time, commit, reason)] of every commit refused here, oldest first."""
