@@ -7,7 +7,8 @@ systems (tests/test_modules.py).
   as detection makes them for Debian's side-by-side MPIs), versions as Debian's packages;
 * ``broken/1`` fails to load, ``ghost/1`` puts a directory that does not exist on PATH;
 * beside it (:func:`build_compilers_shared`), ``gcc/12``, ``gcc/11`` (Debian's GCC 11,
-  unpacked) and Open MPI, for compiler against compiler.
+  unpacked), ``clang/14`` (Debian's Clang, with OpenMP from ``libomp-dev``) and Open MPI,
+  for compiler against compiler.
 
 Modulefiles are Tcl (``#%Module``): Lmod reads them too. None of the prefixes is on PATH.
 
@@ -37,6 +38,7 @@ ENVMOD_PATHS = (
 
 #: A compiler prefix's programs (Debian names them with a version suffix: gcc-12).
 COMPILER_PROGRAMS = ("gcc", "g++", "gfortran")
+CLANG_PROGRAMS = ("clang", "clang++")
 #: The program Spack's detection of each MPI looks for (its recipe's ``executables``).
 DETECTED_BY = {"openmpi": ("ompi_info",), "mpich": ("mpichversion",)}
 
@@ -92,7 +94,7 @@ def _made_once(final, make):
 
 
 def _compiler_prefix(prefix, programs):
-    """``prefix/bin`` holding gcc, g++ and gfortran as links to ``programs`` ({name: path})."""
+    """``prefix/bin`` holding a compiler's programs as links to ``programs`` ({name: path})."""
     (prefix / "bin").mkdir(parents=True)
     for name, program in programs.items():
         (prefix / "bin" / name).symlink_to(program)
@@ -131,9 +133,10 @@ GCC11_UNPACKED = Path("/opt/sitebench-test/gcc-11")
 def build_compilers_shared():
     """A second module path beside :func:`build_shared`'s tree, for compiler against
     compiler: ``gcc/12`` and Open MPI as in that tree (the same prefixes, so what was built
-    with them comes from the binary cache) and ``gcc/11``, Debian's GCC 11 unpacked (a
-    prefix of its own); made once, beside and renamed, as the tree. Returns {"modulepath",
-    "gcc", "gcc11", "openmpi"} (module names)."""
+    with them comes from the binary cache), ``gcc/11``, Debian's GCC 11 unpacked, and
+    ``clang/14``, Debian's Clang (each a prefix of its own); made once, beside and renamed,
+    as the tree. Returns {"modulepath", "gcc", "gcc11", "clang", "openmpi"} (module
+    names)."""
     shared = build_shared()
 
     def make(tmp, final):
@@ -141,15 +144,19 @@ def build_compilers_shared():
             tmp / "gcc-11",
             {n: GCC11_UNPACKED / "usr" / "bin" / f"{n}-11" for n in COMPILER_PROGRAMS},
         )
+        _compiler_prefix(tmp / "clang-14", {n: f"/usr/bin/{n}-14" for n in CLANG_PROGRAMS})
         tree = tmp / "modulefiles"
         _modulefile(tree / "gcc" / "11", [f"prepend-path PATH {final}/gcc-11/bin"])
+        _modulefile(tree / "clang" / "14", [f"prepend-path PATH {final}/clang-14/bin"])
         for module in (shared["gcc"], shared["openmpi"]):
             (tree / module).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(Path(shared["modulepath"]) / module, tree / module)
-        world = {"modulepath": str(final / "modulefiles"), "gcc11": "gcc/11"}
+        world = {"modulepath": str(final / "modulefiles"), "gcc11": "gcc/11", "clang": "clang/14"}
         return world | {k: shared[k] for k in ("gcc", "openmpi")}
 
-    return _made_once(shared_root() / "compilers", make)
+    # Named by what it holds: a tree made before clang/14 was added is not reused. Not
+    # "...-clang": Spack's LLVM detection drops any path matching "-cl" (clang-cl).
+    return _made_once(shared_root() / "compilers-llvm", make)
 
 
 def environ(kind, command, modulepath, base=None):

@@ -126,7 +126,7 @@ def test_toolchain_modules_and_default_are_checked_and_selected():
 def test_the_newest_compiler_module_is_the_default_and_the_others_stand_beside_it():
     """Modules list gcc/11 before gcc/12: GCC 12 (Spack's preference, the newest) makes the
     default toolchains with each MPI; GCC 11 one beside them, first MPI only, default
-    false (as a second compiler on PATH)."""
+    false (as a second compiler on PATH); Clang too, with GCC's Fortran."""
     from sitebench.sites import local_site
 
     def compiler(version, module):
@@ -149,6 +149,27 @@ def test_the_newest_compiler_module_is_the_default_and_the_others_stand_beside_i
         ("gcc12-mpich4", True, ["gcc/12", "mpich/4.0.2"]),
         ("gcc11-openmpi4", False, ["gcc/11", "openmpi/4.1.4"]),
     ]
+    # Clang has no Fortran: GCC's on PATH, else the first GCC module's, loaded with it.
+    packages["llvm"] = {
+        "externals": [
+            {
+                "spec": "llvm@14.0.6+clang",
+                "modules": ["clang/14"],
+                "extra_attributes": {"compilers": {"c": "/m/clang", "cxx": "/m/clang++"}},
+            }
+        ]
+    }
+    found, notes = local_site._module_toolchains(packages, {})
+    assert (found[-1]["name"], found[-1]["fortran"], found[-1]["modules"]) == (
+        "clang14-openmpi4",
+        "gcc@12.2.0",
+        ["clang/14", "gcc/12", "openmpi/4.1.4"],
+    )
+    found, _ = local_site._module_toolchains(packages, {"fortran": "/usr/bin/gfortran"})
+    assert (found[-1]["fortran"], found[-1]["modules"]) == ("gcc", ["clang/14", "openmpi/4.1.4"])
+    del packages["gcc"]
+    found, notes = local_site._module_toolchains(packages, {})
+    assert found == [] and notes == ["module clang/14: no Fortran compiler: not proposed"]
     assert local_site._version_key("12.2.0") > local_site._version_key("11.3.0")
     # By number, not by text ("10.1" > "9.5").
     assert local_site._version_key("10.1") > local_site._version_key("9.5")
@@ -346,15 +367,17 @@ def compared_figures(a, b, env):
 
 @pytest.mark.spack
 @pytest.mark.slow
-def test_a_second_gcc_module_is_set_against_the_first_compiler_against_compiler(
+def test_compiler_modules_are_set_against_each_other_gcc_against_gcc_and_against_clang(
     machine_detection, tmp_path_factory, results_root
 ):
-    """GCC 12 and GCC 11 offered as modules beside Open MPI: onboarding proposes GCC 12 as
-    the default toolchain and GCC 11 beside it (``default: false``); `run --toolchain all`
-    builds OSU with each (the binary says which GCC made it) and `compare` sets compiler
-    against compiler, figure by figure."""
+    """GCC 12, GCC 11 and Clang 14 offered as modules beside Open MPI: onboarding proposes
+    GCC 12 as the default toolchain and the others beside it (``default: false``; Clang
+    with GCC 12's Fortran, whose module it loads too); `run --toolchain all` builds OSU with
+    each (the binary says which compiler made it) and `compare` sets compiler against
+    compiler, figure by figure."""
     gcc11 = modules_world.GCC11_UNPACKED / "usr/bin/gcc-11"
     assert gcc11.is_file(), f"no {gcc11}: unpack Debian's gcc-11 as tests/README.md says"
+    assert shutil.which("clang-14"), "no clang-14: apt-get install clang libomp-dev"
     world = modules_world.build_compilers_shared()
     root, name, env, _ = _onboard(
         "lmod", world, machine_detection, tmp_path_factory, name="compilers-lmod"
@@ -363,10 +386,14 @@ def test_a_second_gcc_module_is_set_against_the_first_compiler_against_compiler(
 
     site = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
     proposed = {tc["name"]: tc for tc in site["toolchains"]}
-    assert set(proposed) == {"gcc12-openmpi4", "gcc11-openmpi4"}, proposed
+    assert set(proposed) == {"gcc12-openmpi4", "gcc11-openmpi4", "clang14-openmpi4"}, proposed
     assert proposed["gcc11-openmpi4"]["modules"] == [world["gcc11"], world["openmpi"]]
     assert proposed["gcc11-openmpi4"]["c"] == "gcc@11.3.0"
+    clang = proposed["clang14-openmpi4"]
+    assert (clang["c"], clang["cxx"], clang["fortran"]) == ("llvm@14.0.6",) * 2 + ("gcc@12.2.0",)
+    assert clang["modules"] == [world["clang"], world["gcc"], world["openmpi"]]
     assert proposed["gcc11-openmpi4"].get("default") is False
+    assert clang.get("default") is False
     assert proposed["gcc12-openmpi4"].get("default", True) is True
 
     clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
@@ -382,10 +409,19 @@ def test_a_second_gcc_module_is_set_against_the_first_compiler_against_compiler(
         comment = subprocess.run(
             ["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True
         ).stdout
-        made_by[spec.parts[-3]] = sorted(set(re.findall(r"GCC: \(Debian ([\d.]+)-", comment)))
-    assert made_by == {"gcc12-openmpi4": ["12.2.0"], "gcc11-openmpi4": ["11.3.0"]}, made_by
-    figures = compared_figures(f"{name}%gcc12-openmpi4", f"{name}%gcc11-openmpi4", clean)
-    assert {"latency_small", "latency_large"} <= figures, figures
+        # GCC's own objects (crtbegin.o) name GCC in every binary; Clang names itself too.
+        made_by[spec.parts[-3]] = sorted(
+            set(re.findall(r"GCC: \(Debian ([\d.]+)-", comment))
+            | {f"clang {v}" for v in re.findall(r"clang version ([\d.]+)", comment)}
+        )
+    assert made_by == {
+        "gcc12-openmpi4": ["12.2.0"],
+        "gcc11-openmpi4": ["11.3.0"],
+        "clang14-openmpi4": ["12.2.0", "clang 14.0.6"],
+    }, made_by
+    for other in ("gcc11-openmpi4", "clang14-openmpi4"):
+        figures = compared_figures(f"{name}%gcc12-openmpi4", f"{name}%{other}", clean)
+        assert {"latency_small", "latency_large"} <= figures, (other, figures)
     # The report's ping-pong chart draws a curve per compiler, as it does per MPI.
     from sitebench.report import data as report_data
     from sitebench.report import sections
@@ -395,7 +431,8 @@ def test_a_second_gcc_module_is_set_against_the_first_compiler_against_compiler(
     )
     (pingpong,) = [s for s in sections.build_sections(data) if s.anchor == "pingpong"]
     drawn = json.dumps([chart.to_dict() for chart in pingpong.charts])
-    assert "gcc12-openmpi4" in drawn and "gcc11-openmpi4" in drawn
+    for toolchain in made_by:
+        assert toolchain in drawn, toolchain
 
 
 def test_the_local_sites_detection_takes_toolchains_from_modules_too(

@@ -97,6 +97,33 @@ def test_spack_toolchains_apply_each_part_only_where_used(tmp_path):
     assert toolchains.write_spack_files(found, tmp_path) == []  # unchanged: not rewritten
 
 
+def test_a_toolchain_not_taken_by_default_is_built_only_when_named(monkeypatch):
+    clang = {"name": "clang-openmpi", "c": "llvm", "fortran": "gcc", "mpi": "openmpi"}
+    found, _ = toolchains.parse(TWO + [{**clang, "default": False}], "f")
+    monkeypatch.setenv(toolchains.SELECTED, "")  # restored after select() below
+
+    def built():
+        return yaml.safe_load(toolchains.spack_files(found)["definitions.yaml"])
+
+    # Spack knows all three; a plain run (or `spack install`) builds the two it runs
+    assert list(
+        yaml.safe_load(toolchains.spack_files(found)["toolchains.yaml"])["toolchains"]
+    ) == [
+        "gcc-openmpi",
+        "gcc-mpich",
+        "clang-openmpi",
+    ]
+    assert built() == {"definitions": [{"toolchains": ["%gcc-openmpi", "%gcc-mpich"]}]}
+    toolchains.select(["clang-openmpi"])
+    assert built() == {"definitions": [{"toolchains": ["%clang-openmpi"]}]}
+    toolchains.select([toolchains.ALL])
+    assert built()["definitions"][0]["toolchains"] == [
+        "%gcc-openmpi",
+        "%gcc-mpich",
+        "%clang-openmpi",
+    ]
+
+
 def _farm(tmp_path, mpi):
     bindir = tmp_path / mpi / "bin"
     bindir.mkdir(parents=True)
@@ -193,7 +220,11 @@ def test_root_found_per_toolchain_in_the_lock(tmp_path):
     assert toolchain_roots.root_for(env, "stream", openmpi) == "waat5hl"
     # a root without a toolchain (an environment of plain specs) is found by name instead
     assert toolchain_roots.root_for(env, "osu-micro-benchmarks", mpich) is None
-    assert toolchain_roots.root_for(env, "hpl", {"mpi": "mvapich", "compilers": GCC}) is None
+    # a toolchain the lock has no root of is an error, never another toolchain's binary
+    with pytest.raises(toolchain_roots.NoRootForToolchain) as err:
+        toolchain_roots.root_for(env, "hpl", {"mpi": "mvapich", "compilers": GCC})
+    assert "no hpl built with c=gcc cxx=gcc fortran=gcc mpi=mvapich" in str(err.value)
+    assert "mpi=mpich" in str(err.value) and "--toolchain" in str(err.value)
     assert toolchain_roots.root_for(env, "hpl", {}) is None
     assert toolchain_roots.root_for(tmp_path / "nowhere", "hpl", mpich) is None
 
@@ -219,9 +250,24 @@ def test_two_versions_of_a_compiler_are_two_roots(tmp_path):
 
     assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@12.2.0")) == "new1222"
     assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@11.3.0")) == "old1111"
-    assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@10.4.0")) is None
+    with pytest.raises(toolchain_roots.NoRootForToolchain):
+        toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc@10.4.0"))
     # Named without a version: any GCC's root, the first.
     assert toolchain_roots.root_for(env, "osu-micro-benchmarks", extras("gcc")) == "old1111"
+
+
+def test_a_clang_toolchain_finds_its_root_under_the_name_spack_prints(tmp_path):
+    """A toolchain names Clang ``llvm@14.0.6`` (Spack's package); the lock keeps the
+    expansion as ``c=clang@14.0.6``. The Clang check once ran GCC 12's OSU instead."""
+    part = "%[when='%{0}'] {0}={1}"
+    gcc = " ".join(part.format(v, "gcc@12.2.0") for v in ("c", "cxx", "fortran"))
+    clang = part.format("fortran", "gcc@12.2.0") + " " + part.format("c", "clang@14.0.6")
+    clang += " " + part.format("cxx", "clang@14.0.6")
+    mpi = " " + part.format("mpi", "openmpi@4.1.4")
+    env = _lock(tmp_path, [("gcc1222", f"osu {gcc}{mpi}"), ("clang146", f"osu {clang}{mpi}")])
+    compilers = {"c": "llvm@14.0.6", "cxx": "llvm@14.0.6", "fortran": "gcc@12.2.0"}
+    extras = {"mpi": "openmpi@4.1.4", "compilers": compilers}
+    assert toolchain_roots.root_for(env, "osu", extras) == "clang146"
 
 
 def test_listed_install_by_hash(tmp_path):

@@ -46,6 +46,10 @@ RUN = (
     "default-jdk-headless",
     # Gadget-2's GSL (environments/local/spack.yaml's external gsl).
     "libgsl-dev",
+    # The Clang toolchain detection proposes beside GCC's (default: false, so a plain run
+    # neither builds nor runs it: `run --toolchain clang-openmpi` or `all` does).
+    "clang",
+    "libomp-dev",
 )
 
 #: ``./sitebench test`` beyond that: Debian's HPCC (the perf suite's STREAM and HPL
@@ -67,9 +71,6 @@ TEST = (
 #: Named by hints but needed by neither command: the emulated aarch64 site
 #: (``./sitebench qemu-prepare``) and systemd (always on Debian; its tests skip without it).
 OPTIONAL = (
-    # Clang toolchains (detection proposes one where clang builds OpenMP programs).
-    "clang",
-    "libomp-dev",
     # A site whose modules are the Tcl Environment Modules (conflicts with lmod).
     "environment-modules",
     "debootstrap",

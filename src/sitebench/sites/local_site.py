@@ -441,7 +441,9 @@ def _module_toolchains(packages, path_gcc):
     """Toolchains of the compilers and MPIs offered as modules: the first compiler module
     (GCC before Clang, the newest version first, as Spack prefers) with each MPI module,
     loading both; each further compiler module with the first MPI only and ``default:
-    false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them)."""
+    false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them). A
+    compiler without Fortran (Clang) takes GCC's: the one on PATH, else the first GCC
+    module's, which the toolchain then loads too."""
     compilers, mpis, notes = [], [], []
     for name in COMPILER_NAMES:
         for ext in _newest_first(packages, name):
@@ -452,11 +454,12 @@ def _module_toolchains(packages, path_gcc):
         for ext in (packages.get(mpi) or {}).get("externals") or []:
             if ext.get("modules"):
                 mpis.append((mpi, ext))
+    gcc_modules = [e for n, e, langs in compilers if n == "gcc" and "fortran" in langs]
     found = []
     for name, ext, langs in compilers:
         version = _version(ext["spec"])
         spec = f"{name}@{version}" if version else name
-        fortran = spec if "fortran" in langs else ("gcc" if "fortran" in path_gcc else None)
+        fortran, fortran_modules = _fortran_beside(spec, langs, path_gcc, gcc_modules)
         if fortran is None:
             notes.append(f"module {ext['modules'][0]}: no Fortran compiler: not proposed")
             continue
@@ -471,11 +474,23 @@ def _module_toolchains(packages, path_gcc):
                     "cxx": spec,
                     "fortran": fortran,
                     "mpi": f"{mpi}@{mversion}" if mversion else mpi,
-                    "modules": list(ext["modules"]) + list(mext["modules"]),
+                    "modules": [*ext["modules"], *fortran_modules, *mext["modules"]],
                     **({} if first else {"default": False}),
                 }
             )
     return found, notes
+
+
+def _fortran_beside(spec, langs, path_gcc, gcc_modules):
+    """(the Fortran compiler of a toolchain whose C compiler is ``spec``, the modules it
+    needs loaded), or (None, []) when there is none."""
+    if "fortran" in langs:
+        return spec, []
+    if "fortran" in path_gcc:
+        return "gcc", []
+    if gcc_modules:
+        return f"gcc@{_version(gcc_modules[0]['spec'])}", list(gcc_modules[0]["modules"])
+    return None, []
 
 
 def _newest_first(packages, name):
@@ -509,7 +524,8 @@ def write_toolchains(packages, modules_setting=None):
     write_atomic(
         paths.site_config_dir(SITE) / toolchains.DETECTED,
         "# Detected on this machine by `sitebench detect`; not in git. Each toolchain is\n"
-        "# built and run (sitebench/sites/toolchains.py); edit to drop one.\n"
+        "# built and run, a `default: false` one only when `--toolchain` names it\n"
+        "# (sitebench/sites/toolchains.py); edit to drop one.\n"
         + yaml.safe_dump(data, sort_keys=False),
     )
     toolchains.write_spack_files(parsed, spack_dir())

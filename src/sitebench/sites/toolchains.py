@@ -20,8 +20,8 @@ Each toolchain becomes, with what Spack and ReFrame already do:
 * a Spack toolchain (``toolchains.yaml`` of the site's Spack scope: ``%c=gcc`` when the
   package uses C, ... ``%mpi=mpich`` when it uses MPI) and one entry of the ``toolchains``
   definition, which the environment's spec matrix crosses with its benchmarks;
-  ``spack.lock`` covers them all and a package that uses no MPI is one build for every
-  toolchain with its compilers;
+  ``spack.lock`` covers the toolchains a run takes (``default: false`` ones only when
+  named) and a package that uses no MPI is one build for every toolchain with its compilers;
 * a ReFrame programming environment of that name (:func:`reframe_environments`), whose PATH
   starts with its MPI's own ``bin/`` (its ``mpirun``), with the feature ``mpi_<mpi>``; the
   first toolchain of each compiler set also has the feature ``no_mpi_checks``, where the
@@ -406,9 +406,12 @@ def spack_scope_packages(scope_dir):
 
 
 def spack_files(toolchains):
-    """{file name: text} of the Spack scope: toolchains.yaml and definitions.yaml."""
+    """{file name: text} of the Spack scope: toolchains.yaml (every toolchain) and
+    definitions.yaml, whose ``toolchains`` are the ones a run takes now (:func:`selected`):
+    a ``default: false`` toolchain is built only when ``--toolchain`` names it, so a plain
+    ``run`` (or ``spack install``) builds no more than it runs."""
     tcs = {"toolchains": {tc.name: tc.spack() for tc in toolchains}}
-    defs = {"definitions": [{"toolchains": [f"%{tc.name}" for tc in toolchains]}]}
+    defs = {"definitions": [{"toolchains": [f"%{tc.name}" for tc in selected(toolchains)]}]}
     return {
         "toolchains.yaml": GENERATED + yaml.safe_dump(tcs, sort_keys=False),
         "definitions.yaml": GENERATED + yaml.safe_dump(defs, sort_keys=False),

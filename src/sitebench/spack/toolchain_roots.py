@@ -13,6 +13,8 @@ import json
 import re
 from pathlib import Path
 
+from sitebench.common.errors import SitebenchError
+
 #: One applied part of a toolchain in a root's abstract spec: (when-virtual, virtual, provider).
 _PART = re.compile(r"%\[when='%(\w+)'\]\s+(\w+)=([\w.@=-]+)")
 _NAME = re.compile(r"[A-Za-z0-9_-]+")
@@ -45,28 +47,48 @@ def wanted(extras):
     return want
 
 
+class NoRootForToolchain(SitebenchError):
+    """The lock has ``package`` built with toolchains, but not with the one asked for."""
+
+
 def root_for(env_dir, package, extras):
     """The hash of ``package``'s root built with the environment's toolchain, or None where
-    the lock has no toolchains (found by name then) or no such root."""
+    the lock has no toolchain root of it (found by name then). A lock whose roots of it are
+    all another toolchain's raises :class:`NoRootForToolchain`: installing by name there
+    would run another compiler's or MPI's binary under this toolchain's name."""
     want = wanted(extras)
     if not want:
         return None
+    others = []
     for name, parts, digest in roots(env_dir):
-        if (
-            name == package
-            and parts
-            and all(
-                _same_provider(want.get(virtual, provider), provider)
-                for virtual, provider in parts.items()
-            )
+        if name != package or not parts:
+            continue
+        if all(
+            _same_provider(want.get(virtual, provider), provider)
+            for virtual, provider in parts.items()
         ):
             return digest
+        others.append(" ".join(f"{v}={p}" for v, p in parts.items()))
+    if others:
+        asked = " ".join(f"{v}={p}" for v, p in want.items())
+        raise NoRootForToolchain(
+            f"{Path(env_dir) / 'spack.lock'} has no {package} built with {asked}, only with "
+            f"{'; '.join(others)}: the environment was concretized for other toolchains",
+            "`./sitebench run --toolchain NAME` re-concretizes for the toolchains it runs",
+        )
     return None
+
+
+#: Spack's compiler packages under the names its specs may print (``%c=llvm`` is kept in a
+#: lock as ``c=clang``): spack/aliases.py.
+_ALIASES = {"clang": "llvm", "oneapi": "intel-oneapi-compilers", "rocmcc": "llvm-amdgpu"}
 
 
 def _same_provider(wanted_provider, locked):
     """``gcc@12.2.0`` is not ``gcc@11.3.0`` (two GCCs of a site are two toolchains); a
-    provider named without a version (``openmpi``) is any version of it."""
+    provider named without a version (``openmpi``) is any version of it; ``clang`` is
+    ``llvm``."""
     want_name, _, want_version = wanted_provider.partition("@")
     name, _, version = locked.partition("@")
-    return want_name == name and (not want_version or not version or want_version == version)
+    same_name = _ALIASES.get(want_name, want_name) == _ALIASES.get(name, name)
+    return same_name and (not want_version or not version or want_version == version)
