@@ -44,6 +44,17 @@ class SysbenchBuild(SpackBuild):
 
     spack_spec = "sysbench"
 
+    @run_after("setup")
+    def built_with_gcc_only(self):
+        # sysbench 1.0.20's bundled LuaJIT runs `gcc` by name; under Spack's wrappers for
+        # another compiler that is not a program ("gcc: Permission denied", Clang 14).
+        compilers = (self.current_environ.extras or {}).get("compilers") or {}
+        c = compilers.get("c", "gcc")
+        self.skip_if(
+            c.split("@")[0] != "gcc",
+            f"sysbench's bundled LuaJIT builds with GCC only (this toolchain's C: {c})",
+        )
+
 
 class MariadbBuild(SpackBuild):
     """The site's MariaDB (an external on most sites: its prefix holds the server)."""

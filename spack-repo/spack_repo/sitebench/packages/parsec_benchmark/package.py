@@ -161,18 +161,23 @@ class ParsecBenchmark(MakefilePackage):
 
     def parsec_flags(self):
         """CFLAGS, CXXFLAGS, LDFLAGS and LIBS as ``parsecmgmt`` sets them for gcc (Clang:
-        without -fprefetch-loop-arrays)."""
+        without -fprefetch-loop-arrays, with -std=gnu++98)."""
         source = self.stage.source_path
         with open(os.path.join(source, "version")) as f:
             parsec_version = f.read().strip()
         common = "-O3 -g -funroll-loops"
-        if not self.spec.satisfies("%c=llvm"):
+        cxx = "-fpermissive -fno-exceptions"
+        if self.spec.satisfies("%c=llvm"):
+            # C++98, the language PARSEC 3.0 is written in: in C++11 and later Clang reads
+            # "Version "__PARSEC_XSTRING(...) as a user-defined literal (GCC warns only).
+            cxx = f"-std=gnu++98 {cxx}"
+        else:
             common += " -fprefetch-loop-arrays"
         portability = "-static-libgcc -Wl,--hash-style=both,--as-needed"
         define = f"-DPARSEC_VERSION={parsec_version}"
         flags = {
             "CFLAGS": f"{common} {portability} {define}",
-            "CXXFLAGS": f"{common} -fpermissive -fno-exceptions {portability} {define}",
+            "CXXFLAGS": f"{common} {cxx} {portability} {define}",
             "LDFLAGS": "",
             "LIBS": "",
         }
