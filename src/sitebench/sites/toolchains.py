@@ -407,11 +407,14 @@ def spack_scope_packages(scope_dir):
 
 def spack_files(toolchains):
     """{file name: text} of the Spack scope: toolchains.yaml (every toolchain) and
-    definitions.yaml, whose ``toolchains`` are the ones a run takes now (:func:`selected`):
-    a ``default: false`` toolchain is built only when ``--toolchain`` names it, so a plain
-    ``run`` (or ``spack install``) builds no more than it runs."""
+    definitions.yaml, whose ``toolchains`` are the default ones and those ``--toolchain``
+    names now (:func:`selected`): a ``default: false`` toolchain is built only while named,
+    so a plain ``run`` (or ``spack install``) builds no more than it runs, and naming some
+    of the default ones (the nightly per toolchain) keeps the lock as it is."""
     tcs = {"toolchains": {tc.name: tc.spack() for tc in toolchains}}
-    defs = {"definitions": [{"toolchains": [f"%{tc.name}" for tc in selected(toolchains)]}]}
+    chosen = selected(toolchains)
+    built = [tc for tc in toolchains if tc.default or tc in chosen]
+    defs = {"definitions": [{"toolchains": [f"%{tc.name}" for tc in built]}]}
     return {
         "toolchains.yaml": GENERATED + yaml.safe_dump(tcs, sort_keys=False),
         "definitions.yaml": GENERATED + yaml.safe_dump(defs, sort_keys=False),
