@@ -68,15 +68,20 @@ def root_for(env_dir, package, extras):
             for virtual, provider in parts.items()
         ):
             return digest
-        others.append(" ".join(f"{v}={p}" for v, p in parts.items()))
+        others.append(_shown(parts))
     if others:
-        asked = " ".join(f"{v}={p}" for v, p in want.items())
         raise NoRootForToolchain(
-            f"{Path(env_dir) / 'spack.lock'} has no {package} built with {asked}, only with "
-            f"{'; '.join(others)}: the environment was concretized for other toolchains",
+            f"{Path(env_dir) / 'spack.lock'} has no {package} built with {_shown(want)}, "
+            f"only with {'; '.join(others)}: the environment was concretized for other "
+            "toolchains",
             "`./sitebench run --toolchain NAME` re-concretizes for the toolchains it runs",
         )
     return None
+
+
+def _shown(parts):
+    """{virtual: provider} as a toolchain reads in Spack's spec syntax: ``c=gcc mpi=mpich``."""
+    return " ".join(f"{virtual}={provider}" for virtual, provider in parts.items())
 
 
 #: Spack's compiler packages under the names its specs may print (``%c=llvm`` is kept in a
