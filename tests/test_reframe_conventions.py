@@ -174,3 +174,28 @@ def test_tutorial_checks_list_and_dry_run_on_every_other_configuration(
         for environ in (e["name"] for e in envs):
             assert f"{check} /" in out and f"+{environ}" in out, out[-6000:]
     assert "type error" not in out
+
+
+@pytest.mark.parametrize("partition", ["srun", "mpirun"])
+def test_local_slurms_mpirun_partition_runs_only_the_checks_that_use_mpi(
+    configurations, partition, tmp_path
+):
+    """Its mpirun partition has the feature mpi_checks_only: the same node as srun's, so a
+    check without MPI (STREAM, sysbench) would measure it a second time there."""
+    config, env = configurations["local-slurm"]
+    listed = subprocess.run(
+        [REFRAME, "-C", str(config), "-c", str(ROOT / "reframe-checks"), "-l"]
+        + ["--system", f"local-slurm:{partition}", "-n", "StreamCheck|SysbenchCheck|HplCheck"]
+        + ["--prefix", str(tmp_path / "rfm")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, **env},
+        timeout=600,
+    )
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    checks = {line.split()[1] for line in listed.stdout.splitlines() if line.startswith("- ")}
+    if partition == "srun":
+        assert checks == {"StreamCheck", "SysbenchCheck", "HplCheck"}, listed.stdout
+    else:
+        assert checks == {"HplCheck"}, listed.stdout

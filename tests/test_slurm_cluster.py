@@ -203,9 +203,10 @@ def _host():
 def test_quick_suite_through_slurm_with_both_backends(start_cluster, spack, tmp_path):
     cluster = start_cluster(1)
     results = tmp_path / "results"
-    # Every check through both backends but PARSEC's and the page-size ones, threaded jobs
+    # Every check through the backends but PARSEC's and the page-size ones, threaded jobs
     # as STREAM is (68 and 59 s of the suite's 835 s), NPB with two of its kernels (all six
-    # took 227 s); test_loop runs them all on the local site.
+    # took 227 s); test_loop runs them all on the local site. The checks without MPI run
+    # through srun only (the mpirun partition has the feature mpi_checks_only).
     proc = run_site(
         cluster,
         results,
@@ -235,6 +236,12 @@ def test_quick_suite_through_slurm_with_both_backends(start_cluster, spack, tmp_
         if partition == "srun":
             expected -= {"OsuLatencyCheck", "OsuBandwidthCheck"}
             expected -= {"JacobiCheck", "RingCheck", "HplMessagesCheck", "NpbMessagesCheck"}
+        else:  # mpi_checks_only: the same node again, the checks without MPI ran in srun
+            expected -= {"StreamCheck", "SysbenchCheck"}
+            assert not {c["name"].split()[0] for c in by_partition[partition]} & {
+                "StreamCheck",
+                "SysbenchCheck",
+            }
         assert measured == expected, (partition, measured)
         if scheduler == "slurm":  # sacct knows the nodes of every job
             assert all(c["job_nodelist"] == [_host()] for c in ran)

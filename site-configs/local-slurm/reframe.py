@@ -56,7 +56,7 @@ _subnet = _cluster_info["subnet"]
 _shared_cores = _multi and _node["cpus"] > len(_node["host_cpus"])
 
 
-def _partition(name, scheduler, launcher, descr):
+def _partition(name, scheduler, launcher, descr, features=()):
     return {
         "name": name,
         "descr": descr,
@@ -68,7 +68,8 @@ def _partition(name, scheduler, launcher, descr):
         "max_jobs": 1,
         # The local site's modules (its toolchains.yaml): purge, then the environment's.
         "prepare_cmds": _local["systems"][0]["partitions"][0].get("prepare_cmds", []),
-        "features": ["spack", "mpi", "openmp", "slurm"] + [f"scale_{s.strip()}" for s in SCALES],
+        "features": ["spack", "mpi", "openmp", "slurm", *features]
+        + [f"scale_{s.strip()}" for s in SCALES],
         "processor": _processor(),
         "extras": {
             "spack_environment": os.path.join(ROOT, "environments", "local"),
@@ -150,7 +151,15 @@ site_configuration = {
             "modules_system": _local["systems"][0]["modules_system"],
             "partitions": [
                 _partition("srun", "slurm", "srun", "srun --mpi=pmix; job states from sacct"),
-                _partition("mpirun", "squeue", "mpirun", "Open MPI's mpirun in the allocation"),
+                # The same nodes again: the checks without MPI (STREAM, sysbench) run in srun
+                # only, instead of measuring them twice.
+                _partition(
+                    "mpirun",
+                    "squeue",
+                    "mpirun",
+                    "Open MPI's mpirun in the allocation",
+                    features=["mpi_checks_only"],
+                ),
             ],
         }
     ],

@@ -153,6 +153,9 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         self.tags |= {self.scale, "sitebench"}
         if not self.uses_mpi:
             self.valid_prog_environs = ["+sitebench +no_mpi_checks"]
+            # A partition with `mpi_checks_only` is another launcher on nodes that a partition
+            # without it also has: there a check without MPI would measure them again.
+            self.valid_systems = [f"{s} -mpi_checks_only" for s in self.valid_systems]
         self.set_site_references()
 
     def set_site_references(self):

@@ -10,6 +10,7 @@ Detection writes the git-ignored files of ``site-configs/local/``:
 It runs once; ``sitebench detect --redetect`` (or deleting the files) redoes it.
 """
 
+import fcntl
 import json
 import math
 import os
@@ -534,9 +535,21 @@ def write_toolchains(packages, modules_setting=None):
 
 
 def detect(spack, redetect=False):
-    """Detect the local site once; return the topology."""
-    if is_detected() and not redetect:
-        return json.loads(topology_file().read_text())
+    """Detect the local site once; return the topology.
+
+    Two first commands at once in one checkout (two terminals, or the test suite's
+    workers) detect one after the other: the second waits on the lock, then finds the
+    files the first wrote instead of rewriting them half-way through."""
+    lock_file = spack_dir() / ".detect.lock"  # git-ignored with the detected files
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_detected() and not redetect:
+            return json.loads(topology_file().read_text())
+        return _detect(spack)
+
+
+def _detect(spack):
     topology = detect_topology()
     module_packages, modules_setting = detect_modules(spack)
     packages = detect_spack_packages(spack, module_packages)
