@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -110,19 +111,34 @@ def test_clone_failure_names_the_override(tmp_path):
     assert not (tmp_path / "state/spack").exists()  # no half clone left as if good
 
 
+@pytest.mark.reliability_fault
 @pytest.mark.spack
-def test_cloned_at_the_pinned_release(tmp_path, spack):
+def test_cloned_at_the_pinned_release_once_by_two_first_commands_at_once(tmp_path, spack):
+    """Two first commands of a checkout at once (two terminals, the suite's workers) clone
+    and configure Spack one after the other (a lock in pinned.setup): without it both
+    cloned into the same `.partial` directory and one failed, "File exists"."""
     source = os.environ.get("SITEBENCH_SPACK_GIT")
     if not source:
         pytest.skip("SITEBENCH_SPACK_GIT not set: cloning from GitHub is not tested offline")
     state = tmp_path / "state"
-    proc = sitebench(
-        "spack",
-        "--version",
-        env={"PATH": without_spack_path(), "SPACK_ROOT": "", "SITEBENCH_STATE_DIR": str(state)},
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("1.1.0")
+    env = {"PATH": without_spack_path(), "SPACK_ROOT": "", "SITEBENCH_STATE_DIR": str(state)}
+    both = [
+        subprocess.Popen(
+            [sys.executable, "-m", "sitebench", "spack", "--version"],
+            cwd=ROOT,
+            env={**os.environ, **env},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [proc.communicate(timeout=600) for proc in both]
+    for proc, (out, err) in zip(both, outputs):
+        assert proc.returncode == 0, err
+        assert out.startswith("1.1.0")
+    clones = [err.count("==> cloning Spack") for _, err in outputs]
+    assert sorted(clones) == [0, 1], outputs
 
     def commit(repo, ref):
         return subprocess.run(

@@ -17,6 +17,7 @@ SPACK_USER_CACHE_PATH), so neither the user's ``~/.spack`` nor ``/etc/spack``
 changes what is built, and nothing of ours lands there.
 """
 
+import fcntl
 import os
 import shutil
 import subprocess
@@ -259,7 +260,19 @@ def mirror_url():
 
 
 def setup():
-    """Locate, check and configure Spack; return a ready :class:`Spack`."""
+    """Locate, check and configure Spack; return a ready :class:`Spack`.
+
+    Under a lock of the checkout's state: two first commands at once (two terminals, the
+    test suite's workers) would otherwise both clone Spack into the same `.partial`
+    directory and both rewrite its configuration."""
+    state = paths.state_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    with open(state / ".spack-setup.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _setup()
+
+
+def _setup():
     spack = locate()
     spack.check_version()
     builtin = builtin_repo()
