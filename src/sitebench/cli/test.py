@@ -16,7 +16,7 @@ from sitebench.common import paths
 
 description = "run the test suite (pytest)"
 
-#: Most workers for the first phase: each may hold a Spack concretization (about 1 GiB).
+#: Most workers for the first phase: each may hold a Spack concretization in memory.
 MAX_WORKERS = 4
 
 #: pytest's exit codes that end the suite: interrupted (Ctrl-C), internal error, usage error.

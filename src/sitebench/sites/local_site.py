@@ -10,7 +10,6 @@ Detection writes the git-ignored files of ``site-configs/local/``:
 It runs once; ``sitebench detect --redetect`` (or deleting the files) redoes it.
 """
 
-import fcntl
 import json
 import math
 import os
@@ -25,7 +24,7 @@ import yaml
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
-from sitebench.common.files import reframe_executable, write_atomic
+from sitebench.common.files import one_at_a_time, reframe_executable, write_atomic
 from sitebench.services import programs
 from sitebench.sites import mpi_prefix, toolchains
 from sitebench.sites.topology import last_level_cache_bytes
@@ -540,10 +539,8 @@ def detect(spack, redetect=False):
     Two first commands at once in one checkout (two terminals, or the test suite's
     workers) detect one after the other: the second waits on the lock, then finds the
     files the first wrote instead of rewriting them half-way through."""
-    lock_file = spack_dir() / ".detect.lock"  # git-ignored with the detected files
-    lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    # The lock beside the detected files, git-ignored with them.
+    with one_at_a_time(spack_dir() / ".detect.lock"):
         if is_detected() and not redetect:
             return json.loads(topology_file().read_text())
         return _detect(spack)

@@ -17,7 +17,6 @@ SPACK_USER_CACHE_PATH), so neither the user's ``~/.spack`` nor ``/etc/spack``
 changes what is built, and nothing of ours lands there.
 """
 
-import fcntl
 import os
 import shutil
 import subprocess
@@ -28,6 +27,7 @@ import yaml
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
+from sitebench.common.files import one_at_a_time
 from sitebench.common.files import write_atomic
 from sitebench.spack import buildcache, repo_index
 
@@ -265,10 +265,7 @@ def setup():
     Under a lock of the checkout's state: two first commands at once (two terminals, the
     test suite's workers) would otherwise both clone Spack into the same `.partial`
     directory and both rewrite its configuration."""
-    state = paths.state_dir()
-    state.mkdir(parents=True, exist_ok=True)
-    with open(state / ".spack-setup.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with one_at_a_time(paths.state_dir() / ".spack-setup.lock"):
         return _setup()
 
 
