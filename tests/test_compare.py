@@ -254,6 +254,18 @@ def test_two_toolchains_of_a_site_give_a_verdict_per_figure(results_root):
     assert len(same) == expected and set(same["beyond_noise"]) == {"no"}
 
 
+def test_a_figure_of_zero_on_either_side_has_no_ratio(results_root):
+    # NPB class S's IS printed "Time in seconds = 0.00" in one toolchain's run (CI, 2026-11-27):
+    # B/A = 0 would read as infinitely faster; the figure is under its printed resolution.
+    store_run("a")
+    store_run("b", 0.0)
+    table = compare(Side.parse("a"), Side.parse("b"))
+    assert len(table) == FIGURES_IN_REPORT and (table["median_b"] == 0).all()
+    assert table["ratio"].isna().all()
+    assert compare(Side.parse("b"), Side.parse("a"))["ratio"].isna().all()
+    assert "0.000" not in render(table, "a", "b").split("B/A", 1)[1]
+
+
 def test_toolchain_combines_with_partition_run_and_time_range(results_root):
     runs = two_toolchain_site(
         results_root, [{"gcc-mpich": 1.2 * f, "gcc-openmpi": f} for f in SPREAD]

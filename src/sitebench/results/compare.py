@@ -26,7 +26,8 @@ that level (e.g. 3 runs against 3: the smallest possible p is 0.1), the verdict 
 The problem size (the store's ``problem``: HPL's N, NB and grid, NPB's class, STREAM's array
 size...) is part of the key: a figure present on both sides but with no problem size in
 common is not compared; it is listed as such (``beyond_noise`` "not compared: no common
-problem size", the sizes of each side in ``problem``) instead of given a ratio.
+problem size", the sizes of each side in ``problem``) instead of given a ratio. A figure whose
+median is 0 on either side (a time under its program's printed resolution) gets no ratio.
 
 A side's figures measured while other work took the machine's CPU (the store's ``disturbed``)
 are kept, and counted per side (``disturbed_a``, ``disturbed_b``): the table marks the side's
@@ -303,7 +304,11 @@ def smallest_p(n_a, n_b):
 def verdicts(df):
     """Add ratio, p_value and beyond_noise to a :func:`query` frame."""
     df = df.copy()
-    df["ratio"] = df["median_b"] / df["median_a"].where(df["median_a"] != 0)
+    # A median of 0 on either side has no ratio: it is under the figure's printed resolution
+    # (NPB class S's IS prints "Time in seconds = 0.00"), and B/A = 0 would read as infinitely
+    # faster.
+    both = (df["median_a"] != 0) & (df["median_b"] != 0)
+    df["ratio"] = (df["median_b"] / df["median_a"]).where(both)
     df["p_value"] = [
         p_value(r, int(na), int(nb), t)
         for r, na, nb, t in zip(df["rank_sum_a"], df["n_a"], df["n_b"], df["ties"])
