@@ -1,13 +1,14 @@
 """Run the test suite with pytest; extra arguments go to pytest (``-k parsers``,
 ``-m reliability``, ``-m "not slow"``).
 
-The whole suite runs on every core (pytest-xdist), a test file per worker so that its
-module fixtures are made once; files start longest first (tests/conftest.py). The ``slow``
-tests, which build and run benchmarks, run beside the others: a figure measured while other
-work took the machine's CPU is marked ``disturbed``, as on a shared node, and the tests check
-behaviour, not speed (speed is ``./sitebench perf``'s). The tests marked ``slurm`` take a
-lock, one private Slurm cluster at a time. Test files named, or a ``-n`` of the caller's, run
-as given."""
+The whole suite runs on pytest-xdist workers, one per core (a third on the 2-core VM made it
+no faster: 30 min 13 s), a test file per worker so that its module fixtures are made once;
+files start in the order of tests/conftest.py's LONGEST_FIRST. The ``slow`` tests, which
+build and run benchmarks, run beside the others: a figure measured while other work took the
+machine's CPU is marked ``disturbed``, as on a shared node, and the tests check behaviour,
+not speed (speed is ``./sitebench perf``'s). The tests marked ``slurm`` take a lock, one
+private Slurm cluster at a time. Test files named, or a ``-n`` of the caller's, run as
+given."""
 
 import argparse
 import os
