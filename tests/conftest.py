@@ -54,20 +54,18 @@ def pytest_itemcollected(item):
 
 #: The test files that took longest, started first: under pytest-xdist a worker takes the
 #: next file in collection order, so a long file left for last would run alone while the
-#: other workers idle. Seconds per file of `./sitebench test -n 2` on the 2-core VM on
-#: 2026-11-27: Slurm 495, modules 301, loop 240, spack 229, targets 171, buildcache 169,
-#: nightly 140, lock drift 106, the two recipe files 103 and 101. Beside the Slurm suite (its
-#: ReFrame run took 304 s beside the small files, 665 s beside the module tests' builds) come
-#: the files that concretize on one core or wait on cron. A stale list costs wall time only.
+#: other workers idle. Per-file seconds of `./sitebench test -n 2` on the 2-core VM on
+#: 2026-11-27: 495, 301, 240, 229, 171, 169, 140, 106, 103, 101. A stale list costs wall
+#: time only.
 LONGEST_FIRST = (
     "test_slurm_cluster.py",
-    "test_targets.py",
-    "test_lock_drift.py",
-    "test_nightly.py",
-    "test_spack.py",
-    "test_buildcache.py",
-    "test_loop.py",
     "test_modules.py",
+    "test_loop.py",
+    "test_spack.py",
+    "test_targets.py",
+    "test_buildcache.py",
+    "test_nightly.py",
+    "test_lock_drift.py",
     "test_recipe_npb_sysbench_osu.py",
     "test_recipe_parsec.py",
 )
