@@ -54,9 +54,9 @@ def pytest_itemcollected(item):
 
 #: The test files that took longest, started first: under pytest-xdist a worker takes the
 #: next file in collection order, so a long file left for last would run alone while the
-#: other workers idle. Per-file seconds of `./sitebench test -n 2` on the 2-core VM on
-#: 2026-11-27: 495, 301, 240, 229, 171, 169, 140, 106, 103, 101. A stale list costs wall
-#: time only.
+#: other workers idle. Seconds of each file's tests among the 60 slowest of `./sitebench test
+#: -n 2` on the 2-core VM on 2026-11-27: 495, 301, 240, 229, 171, 169, 140, 106, 103, 101.
+#: A stale list costs wall time only.
 LONGEST_FIRST = (
     "test_slurm_cluster.py",
     "test_modules.py",
