@@ -405,6 +405,24 @@ def test_server_killed_mid_step_is_reported_with_its_log(
 
 
 @pytest.mark.reliability_fault
+def test_a_step_that_fails_as_the_server_dies_names_that_step(binaries, tmp_path, no_server_left):
+    """The step kills the server and exits at once, as a client does whose connection
+    dropped: the server is then often not yet reaped (it was found "alive" and the death
+    went unnamed before the driver waited for it)."""
+    for round_ in range(3):
+        workdir = tmp_path / f"round-{round_}"
+        workdir.mkdir()
+        pid_file = workdir / mariadb_server.PID_FILE
+        kill_then_fail = f"kill -KILL $(cat {shlex.quote(str(pid_file))}); exit 3"
+        status = mariadb_server.run(binaries, workdir, [("crash", ["sh", "-c", kill_then_fail])])
+        assert status["steps"][0]["exit"] == 3, status
+        assert status["died_during"] == "crash" and status["exit"] == -signal.SIGKILL, status
+        assert mariadb_server.failure(status, workdir).startswith(
+            "MariaDB server died during the run: killed by SIGKILL while step 'crash' ran"
+        )
+
+
+@pytest.mark.reliability_fault
 def test_sigterm_to_the_job_stops_the_server_cleanly(binaries, tmp_path, no_server_left):
     proc, status = start_driver(tmp_path, binaries, "SELECT SLEEP(60)")
     started = time.monotonic()

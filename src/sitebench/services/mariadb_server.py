@@ -54,6 +54,8 @@ INSTALL_LOG = "mariadb-install-db.log"
 PID_FILE = "mariadb.pid"
 SOCKET = "mysqld.sock"
 STATUS_FILE = "mariadb-status.json"
+#: After a step failed: how long the server may take to be reaped before it counts as alive.
+SETTLE_S = 2.0
 
 _STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
@@ -243,8 +245,18 @@ class MariadbServer:
         except subprocess.TimeoutExpired:
             return False
 
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+    def alive(self, settle_s=0.0):
+        """Whether the server still runs. ``settle_s``: first wait up to that long for it to
+        exit. A client sees its connection drop while the kernel is still tearing a killed
+        server down, before its exit can be reaped; without the wait a step that failed
+        because the server died can find it still "alive"."""
+        if self.proc is None:
+            return False
+        try:
+            self.proc.wait(timeout=settle_s) if settle_s else None
+        except subprocess.TimeoutExpired:
+            pass
+        return self.proc.poll() is None
 
     def sql(self, statement):
         proc = subprocess.run(
@@ -387,7 +399,8 @@ def run(binaries, workdir, steps, database=None, options=(), start_timeout=60, s
                 child = None
             record["seconds"] = round(time.monotonic() - began, 2)
             _write_status(workdir, status)
-            if not server.alive():
+            # A failed step may be the server's death seen first by its client.
+            if not server.alive(settle_s=SETTLE_S if record["exit"] != 0 else 0.0):
                 status["died_during"] = name
                 break
             if record["exit"] != 0:
