@@ -365,7 +365,10 @@ def first_result_round(scratch, cold_cache=False, buildcache_dir=None, name="clo
             f"runs; its output is in {log} (the clone is kept beside it)",
             "read the log; perf measures a working suite",
         )
-    return marks, steps, failed_cases(json.loads(stored[0].read_text()))
+    report = json.loads(stored[0].read_text())
+    (start_unix, end_unix), builds, jobs = reframe_phases(report)
+    inside = {"ReFrame session": end_unix - start_unix, "build fixtures": builds, "jobs": jobs}
+    return marks, steps, failed_cases(report), inside
 
 
 #: Issue 19: a fresh clone's first figure within this many seconds (warm source mirror).
@@ -380,7 +383,7 @@ def first_result(rounds=1, cold_cache=False):
     marks, failed, steps = [], [], []
     for round_ in range(1, rounds + 1):
         scratch = Path(tempfile.mkdtemp(prefix="perf-first-result-"))
-        times, round_steps, failures = first_result_round(scratch, cold_cache)  # kept on an error
+        times, round_steps, failures, _ = first_result_round(scratch, cold_cache)  # kept on error
         shutil.rmtree(scratch, ignore_errors=True)
         marks.append(times)
         steps.append(round_steps)
@@ -421,16 +424,18 @@ def second_checkout(rounds=1):
     empty: the first builds everything from the source mirror and fills it, the second
     installs from it. Both use the user's Spack repository index (the cache under test is
     the binary one alone)."""
-    first, second, failed = [], [], []
+    first, second, failed, steps, inside = [], [], [], [], []
     for round_ in range(1, rounds + 1):
         scratch = Path(tempfile.mkdtemp(prefix="perf-second-checkout-"))
         cache = scratch / "buildcache"
-        a, _steps, fail_a = first_result_round(scratch, buildcache_dir=cache, name="first")
-        b, _steps, fail_b = first_result_round(scratch, buildcache_dir=cache, name="second")
+        a, steps_a, fail_a, in_a = first_result_round(scratch, buildcache_dir=cache, name="first")
+        b, steps_b, fail_b, in_b = first_result_round(scratch, buildcache_dir=cache, name="second")
         shutil.rmtree(scratch, ignore_errors=True)
         first.append(a)
         second.append(b)
         failed.append(fail_a + fail_b)
+        steps.append({"first checkout": steps_a, "second checkout": steps_b})
+        inside.append({"first checkout": in_a, "second checkout": in_b})
         print(
             f"round {round_}: first checkout stored its run after {a['run stored']:.0f} s, "
             f"the second after {b['run stored']:.0f} s",
@@ -443,6 +448,11 @@ def second_checkout(rounds=1):
         "rounds": rounds,
         "mirror": os.environ.get("SITEBENCH_MIRROR", "none: upstream sources"),
         "failed checks per round": failed,
+        # [seconds since git clone, step] for each line sitebench or Spack began with "==> "
+        "steps per round": steps,
+        # From each stored run's report: its ReFrame session, the build fixtures' compile
+        # stages (installing from the cache, or building) and the checks' jobs.
+        "seconds inside ReFrame per round": inside,
         "seconds since git clone": {
             f"{who}, {key}": spread(column(rows, key))
             for who, rows in (("first checkout", first), ("second checkout", second))
@@ -462,6 +472,10 @@ def render_second_checkout(result):
         f"{result['mirror']}, {result['rounds']} round(s), median [min-max]"
     ]
     lines += render_figures(result["seconds since git clone"], "s", digits=1)
+    for round_, inside in enumerate(result.get("seconds inside ReFrame per round", []), 1):
+        for who, seconds in inside.items():  # files before 2026-11-27 have none
+            shown = ", ".join(f"{key} {value:.0f} s" for key, value in seconds.items())
+            lines.append(f"  round {round_}, {who} inside ReFrame: {shown}")
     lines += render_ratios(result["ratios"])
     lines += render_failures(result["failed checks per round"], "stored all the same")
     return "\n".join(lines)

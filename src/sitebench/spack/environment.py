@@ -4,6 +4,15 @@
 specs changed: the environment's ``spack.yaml``, the site's Spack config, the
 recipes in ``spack-repo/``, the Spack version or the builtin repository. A
 stamp next to the lock records the hash of those inputs.
+
+A user's other checkouts reuse it too: the lock is kept in the user's cache
+(``~/.cache/sitebench/spack-locks/<Spack commit>-<spack-packages commit>/``) under
+the hash of the same inputs named relative to their checkout, so a second clone of
+the same commit on the same machine copies the lock instead of concretizing again
+(44 s of a fresh clone's first run, perf/results/first-result-20261125T165852Z.json).
+Concretization is ``--fresh``: its result depends on those inputs alone, not on what
+is installed or cached. Spack's own concretization cache would do this, but in Spack
+1.1 it is off by default and keyed without the recipes' hashes (spack/spack#51553).
 """
 
 import hashlib
@@ -14,6 +23,7 @@ import time
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
+from sitebench.spack import repo_index
 
 STAMP = ".sitebench-concretized.json"
 
@@ -30,6 +40,68 @@ def inputs_hash(env_dir, site_dir, spack_version, builtin_repo):
         digest.update(paths.shown(path).encode() + b"\0")
         digest.update(path.read_bytes() + b"\0")
     return digest.hexdigest()
+
+
+def _portable_inputs(env_dir, site_dir, pinned):
+    """The hash of the inputs that decide the concrete specs, each file named relative to
+    its checkout, so that another checkout of the same files has the same hash."""
+    digest = hashlib.sha256()
+    digest.update(f"pinned {pinned}\n".encode())
+    repo = paths.ROOT / "spack-repo"
+    files = [("environment/spack.yaml", env_dir / "spack.yaml")]
+    files += [
+        (f"site/{p.name}", p)
+        for p in sorted((site_dir / "spack").glob("*.yaml"))
+        if p.name != "mirrors.yaml"
+    ]
+    files += [
+        (f"spack-repo/{p.relative_to(repo)}", p)
+        for p in sorted([*repo.rglob("*.py"), *repo.rglob("repo.yaml")])
+    ]
+    for name, path in files:
+        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def shared_lock(spack, env_dir, site_dir, builtin_repo):
+    """Where the user's cache keeps the lock of these inputs, or None (Spack or the
+    builtin repository is not a clean checkout of a commit: nothing is shared)."""
+    pinned = repo_index.pinned_id(spack, builtin_repo)
+    if not pinned:
+        return None
+    key = _portable_inputs(env_dir, site_dir, pinned)
+    return paths.user_cache_dir() / "spack-locks" / pinned / f"{key}.lock"
+
+
+def _valid_lock(text):
+    """True when ``text`` is a Spack lock whose every root is among its concrete specs."""
+    try:
+        lock = json.loads(text)
+        specs = lock["concrete_specs"]
+        return bool(lock["roots"]) and all(root["hash"] in specs for root in lock["roots"])
+    except (ValueError, KeyError, TypeError):
+        return False
+
+
+def _take_shared(shared, lock):
+    """Copy the user's lock ``shared`` to ``lock``; False where there is none to trust."""
+    try:
+        text = shared.read_text()
+    except (OSError, UnicodeDecodeError):
+        return False
+    if not _valid_lock(text):
+        print(f"==> ignoring {shared}: not a whole Spack lock", file=sys.stderr)
+        return False
+    write_atomic(lock, text)
+    return True
+
+
+def _keep_shared(lock, shared):
+    try:
+        shared.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(shared, lock.read_text())
+    except OSError:
+        pass  # a cache only: the next checkout concretizes
 
 
 def ensure_concretized(spack, env_dir, site_dir, spack_version, builtin_repo):
@@ -52,10 +124,20 @@ def ensure_concretized(spack, env_dir, site_dir, spack_version, builtin_repo):
                 return env_dir
         except json.JSONDecodeError:
             pass  # a damaged stamp only costs one concretization
+    shared = shared_lock(spack, env_dir, site_dir, builtin_repo)
+    if shared and _take_shared(shared, lock):
+        print(
+            f"==> reusing {shared}: concretized from the same inputs by another checkout",
+            file=sys.stderr,
+        )
+        write_atomic(stamp, json.dumps({"inputs": wanted, "from": str(shared)}))
+        return env_dir
     print(f"==> concretizing {paths.shown(env_dir)}", file=sys.stderr)
     start = time.monotonic()
     spack.run("-e", env_dir, "concretize", "--force", "--fresh")
     write_atomic(
         stamp, json.dumps({"inputs": wanted, "seconds": round(time.monotonic() - start, 1)})
     )
+    if shared:
+        _keep_shared(lock, shared)
     return env_dir

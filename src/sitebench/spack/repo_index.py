@@ -42,14 +42,22 @@ def _clean_commit(repository):
     return found[1]
 
 
-def shared_dir(spack, builtin_repo):
-    """The user's folder of indexes for this Spack and this builtin repository, or None
-    (either is not a git checkout of its own, or the repository has local changes)."""
+def pinned_id(spack, builtin_repo):
+    """ "<Spack's commit>-<spack-packages' commit>", or None where either is not a git
+    checkout of its own or the repository has local changes: what a user's checkouts may
+    share of Spack's work is keyed by it."""
     spack_commit = spack.commit()  # as provenance records it
     packages_commit = _clean_commit(builtin_repo)
     if not (spack_commit and packages_commit):
         return None
-    return paths.user_cache_dir() / "spack-indexes" / f"{spack_commit}-{packages_commit}"
+    return f"{spack_commit}-{packages_commit}"
+
+
+def shared_dir(spack, builtin_repo):
+    """The user's folder of indexes for this Spack and this builtin repository, or None
+    (see :func:`pinned_id`)."""
+    found = pinned_id(spack, builtin_repo)
+    return paths.user_cache_dir() / "spack-indexes" / found if found else None
 
 
 def _copy(source, target):
