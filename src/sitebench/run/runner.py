@@ -21,7 +21,7 @@ from sitebench.run.scales import SCALES
 from sitebench.run.spack_build import INSTALLED_ROOTS
 from sitebench.sites import local_site, qemu_site, toolchains
 from sitebench.sites.validate import validate_site
-from sitebench.spack import environment, installed_roots
+from sitebench.spack import cached_roots, environment, installed_roots
 from sitebench.spack import pinned, repo_index
 
 #: How long the machine's load is sampled before a run (seconds of the run's time).
@@ -182,8 +182,13 @@ def run_suite(site, prepared, scale, work, report, reframe_args=(), cluster=None
     cmd = reframe_command(site, scale, work, report, reframe_args)
     env = prepared.spack.environ()
     env["SITEBENCH_SCALES"] = scale
-    if installed_roots.write(prepared.spack, prepared.env_dir, work / "installed-roots.txt"):
-        env[INSTALLED_ROOTS] = str(work / "installed-roots.txt")
+    table = installed_roots.write(prepared.spack, prepared.env_dir, work / "installed-roots.txt")
+    # A new checkout of the whole suite: the roots the binary cache holds, in one Spack call.
+    if table and cached_roots.whole_suite(reframe_args) and not toolchains.selected_names():
+        if cached_roots.install(prepared.spack, prepared.env_dir, installed_roots.hashes(table)):
+            table = installed_roots.write(prepared.spack, prepared.env_dir, table)
+    if table:
+        env[INSTALLED_ROOTS] = str(table)
     if cluster is not None:
         env["SLURM_CONF"] = str(cluster.layout.slurm_conf)
     if site.detected_here:

@@ -46,3 +46,9 @@ def write(spack, env_dir, dest):
         return None
     write_atomic(dest, table(env_dir, proc.stdout))
     return dest
+
+
+def hashes(table_path):
+    """The hashes of the roots a table written by :func:`write` lists as installed."""
+    lines = Path(table_path).read_text().splitlines()[1:]  # after its "# <environment>"
+    return {line.rpartition(" /")[2] for line in lines}
