@@ -45,8 +45,8 @@ def cached_hashes(cache_dir):
 
 
 def whole_in_cache(env_dir, installed, cached):
-    """Hashes of the lock's roots that are not ``installed`` and whose every spec (the root
-    and all its dependencies, of any type) is ``cached`` or an external, in lock order."""
+    """Hashes of the lock's roots that are not ``installed``, are ``cached`` and whose every
+    dependency (of any type, all the way down) is ``cached`` or an external, in lock order."""
     lock = json.loads((Path(env_dir) / "spack.lock").read_text())
     specs = lock.get("concrete_specs", {})
 
@@ -62,7 +62,10 @@ def whole_in_cache(env_dir, installed, cached):
         return all(held(dep["hash"], seen) for dep in spec.get("dependencies", []))
 
     roots = [root["hash"] for root in lock.get("roots", [])]
-    return [h for h in dict.fromkeys(roots) if h not in installed and held(h, set())]
+    # A root that is an external (the site's MariaDB) has nothing in the cache to install.
+    return [
+        h for h in dict.fromkeys(roots) if h not in installed and h in cached and held(h, set())
+    ]
 
 
 def install(spack, env_dir, installed):
