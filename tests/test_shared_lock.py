@@ -71,6 +71,14 @@ def test_a_second_checkout_copies_the_lock_the_first_concretized(tmp_path, pinne
     assert spack.concretized == [first[0]]
 
 
+def test_detected_packages_listed_in_another_order_are_the_same_inputs(tmp_path, pinned_pair):
+    """Two clones' detection wrote the same packages.yaml with its keys in another order."""
+    spack, builtin = pinned_pair
+    concretize(spack, builtin, *checkout(tmp_path / "a", "packages:\n  awk: {}\n  zlib: {}\n"))
+    concretize(spack, builtin, *checkout(tmp_path / "b", "packages:\n  zlib: {}\n  awk: {}\n"))
+    assert spack.concretized == [tmp_path / "a/environments/x"]
+
+
 def test_other_inputs_or_a_changed_builtin_repository_concretize_again(tmp_path, pinned_pair):
     spack, builtin = pinned_pair
     concretize(spack, builtin, *checkout(tmp_path / "a"))

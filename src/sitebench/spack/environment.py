@@ -20,6 +20,8 @@ import json
 import sys
 import time
 
+import yaml
+
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
@@ -59,8 +61,22 @@ def _portable_inputs(env_dir, site_dir, pinned):
         for p in sorted([*repo.rglob("*.py"), *repo.rglob("repo.yaml")])
     ]
     for name, path in files:
-        digest.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+        digest.update(name.encode() + b"\0" + _canonical(path) + b"\0")
     return digest.hexdigest()
+
+
+def _canonical(path):
+    """A ``packages.yaml``'s data with its mappings' keys sorted (Spack's detection lists
+    the same packages in another order from run to run: seen in two clones' files, which
+    then missed each other's lock), other files' bytes. Only there: the order of some
+    other mappings matters to Spack (``repos:``, a precedence)."""
+    if path.name != "packages.yaml":
+        return path.read_bytes()
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError:
+        return path.read_bytes()  # Spack will say what is wrong with it
+    return json.dumps(data, sort_keys=True, default=str).encode()
 
 
 def shared_lock(spack, env_dir, site_dir, builtin_repo):
