@@ -148,6 +148,18 @@ def test_every_ratio_of_the_kept_results():
     }
 
 
+def test_the_second_checkout_shows_where_its_time_went_inside_reframe():
+    """The kept file of 2026-11-27: the second checkout's roots came from the binary cache
+    before ReFrame (its build fixtures took no time), so its checks' jobs are what is left."""
+    from sitebench.perf.harness import render_second_checkout
+
+    kept = ROOT / "perf/results/second-checkout-20261127T112034Z.json"
+    text = render_second_checkout(json.loads(kept.read_text()))
+    assert "round 1, second checkout inside ReFrame: ReFrame session 318 s, " in text
+    assert "build fixtures 0 s, jobs 315 s" in text
+    assert "0.500" in text and "MISSES <= 0.25" in text
+
+
 def test_scratch_environment_points_at_the_real_site(tmp_path, monkeypatch):
     sites = tmp_path / "sites"
     (sites / "environments/local").mkdir(parents=True)
