@@ -43,9 +43,9 @@ def _clean_commit(repository):
 
 
 def pinned_id(spack, builtin_repo):
-    """ "<Spack's commit>-<spack-packages' commit>", or None where either is not a git
-    checkout of its own or the repository has local changes: what a user's checkouts may
-    share of Spack's work is keyed by it."""
+    """The key of what a user's checkouts may share of Spack's work, "<Spack's
+    commit>-<spack-packages' commit>", or None where either is not a git checkout of its
+    own or the repository has local changes."""
     spack_commit = spack.commit()  # as provenance records it
     packages_commit = _clean_commit(builtin_repo)
     if not (spack_commit and packages_commit):
