@@ -422,8 +422,9 @@ SECOND_CHECKOUT_GOAL = 0.25
 def second_checkout(rounds=1):
     """Two fresh clones a round, one after the other, sharing a binary cache that starts
     empty: the first builds everything from the source mirror and fills it, the second
-    installs from it. Both use the user's Spack repository index (the cache under test is
-    the binary one alone)."""
+    installs from it. Both use the user's Spack repository index and shared locks (the
+    cache under test is the binary one): where an earlier run kept the lock of the same
+    inputs, the first clone copies it too, and its steps say so ("reusing ...")."""
     first, second, failed, steps, inside = [], [], [], [], []
     for round_ in range(1, rounds + 1):
         scratch = Path(tempfile.mkdtemp(prefix="perf-second-checkout-"))
