@@ -79,6 +79,24 @@ def test_detected_packages_listed_in_another_order_are_the_same_inputs(tmp_path,
     assert spack.concretized == [tmp_path / "a/environments/x"]
 
 
+def test_the_config_the_environment_includes_is_an_input(tmp_path, pinned_pair):
+    """A spack.yaml that includes config from elsewhere: that config decides the specs too,
+    and the checkout's own stamp also sees it (a reordered packages.yaml is no change)."""
+    spack, builtin = pinned_pair
+    shared = tmp_path / "shared-config"
+    shared.mkdir()
+    (shared / "packages.yaml").write_text("packages:\n  awk: {}\n  zlib: {}\n")
+    env_dir, site_dir = checkout(tmp_path / "a")
+    (env_dir / "spack.yaml").write_text(f"spack:\n  include: [{shared}]\n  specs: [stream]\n")
+    concretize(spack, builtin, env_dir, site_dir)
+    (shared / "packages.yaml").write_text("packages:\n  zlib: {}\n  awk: {}\n")
+    concretize(spack, builtin, env_dir, site_dir)
+    assert spack.concretized == [env_dir]  # the same data
+    (shared / "packages.yaml").write_text("packages:\n  mpi: {require: [mpich]}\n")
+    concretize(spack, builtin, env_dir, site_dir)
+    assert spack.concretized == [env_dir, env_dir]
+
+
 def test_other_inputs_or_a_changed_builtin_repository_concretize_again(tmp_path, pinned_pair):
     spack, builtin = pinned_pair
     concretize(spack, builtin, *checkout(tmp_path / "a"))
@@ -88,7 +106,7 @@ def test_other_inputs_or_a_changed_builtin_repository_concretize_again(tmp_path,
     # A builtin repository with local changes is not the pinned commit: nothing shared.
     (builtin / "packages" / "z" / "package.py").write_text("# changed\n")
     third = checkout(tmp_path / "c")
-    assert environment.shared_lock(spack, *third, builtin) is None
+    assert environment.lock_key(spack, *third, "1.1.0", builtin)[1] is None
     concretize(spack, builtin, *third)
     assert spack.concretized[-1] == third[0]
 
@@ -99,7 +117,7 @@ def test_a_damaged_shared_lock_is_ignored_and_replaced(tmp_path, pinned_pair, ca
     spack, builtin = pinned_pair
     first = checkout(tmp_path / "a")
     concretize(spack, builtin, *first)
-    shared = environment.shared_lock(spack, *first, builtin)
+    shared = environment.lock_key(spack, *first, "1.1.0", builtin)[1]
     text = shared.read_text()
     if damage == "a folder":
         shared.unlink()

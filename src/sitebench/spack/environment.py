@@ -30,32 +30,18 @@ from sitebench.spack import repo_index
 STAMP = ".sitebench-concretized.json"
 
 
-def inputs_hash(env_dir, site_dir, spack_version, builtin_repo):
+def inputs_hash(env_dir, site_dir, identity):
+    """The hash of what decides the concrete specs: ``identity`` (Spack's and the builtin
+    repository's), the environment's ``spack.yaml``, the Spack config it includes and the
+    site's (mirrors left out: they decide where sources come from, not what is built), and
+    ``spack-repo/``. Each file is named as the checkout names it (an include as written,
+    a recipe relative to ``spack-repo/``), so another checkout of the same files has the
+    same hash."""
     digest = hashlib.sha256()
-    digest.update(f"spack {spack_version}\nbuiltin {builtin_repo}\n".encode())
-    files = [env_dir / "spack.yaml"]
-    # Mirrors decide where sources come from, not what is built.
-    files += sorted(p for p in (site_dir / "spack").glob("*.yaml") if p.name != "mirrors.yaml")
-    files += sorted((paths.ROOT / "spack-repo").rglob("*.py"))
-    files += sorted((paths.ROOT / "spack-repo").rglob("repo.yaml"))
-    for path in files:
-        digest.update(paths.shown(path).encode() + b"\0")
-        digest.update(path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def _portable_inputs(env_dir, site_dir, pinned):
-    """The hash of the inputs that decide the concrete specs, each file named relative to
-    its checkout, so that another checkout of the same files has the same hash."""
-    digest = hashlib.sha256()
-    digest.update(f"pinned {pinned}\n".encode())
+    digest.update(f"{identity}\n".encode())
     repo = paths.ROOT / "spack-repo"
     files = [("environment/spack.yaml", env_dir / "spack.yaml")]
-    files += [
-        (f"site/{p.name}", p)
-        for p in sorted((site_dir / "spack").glob("*.yaml"))
-        if p.name != "mirrors.yaml"
-    ]
+    files += _included(env_dir, [("site", site_dir / "spack")])
     files += [
         (f"spack-repo/{p.relative_to(repo)}", p)
         for p in sorted([*repo.rglob("*.py"), *repo.rglob("repo.yaml")])
@@ -63,6 +49,27 @@ def _portable_inputs(env_dir, site_dir, pinned):
     for name, path in files:
         digest.update(name.encode() + b"\0" + _canonical(path) + b"\0")
     return digest.hexdigest()
+
+
+def _included(env_dir, extra):
+    """[(name, file)] of the config the environment includes (its ``include:`` entries,
+    resolved from ``env_dir``) and of the ``extra`` (name, folder) pairs, each file once."""
+    try:
+        manifest = yaml.safe_load((env_dir / "spack.yaml").read_text()) or {}
+        entries = (manifest.get("spack") or {}).get("include") or []
+    except (yaml.YAMLError, AttributeError):
+        entries = []  # Spack will say what is wrong with it; the bytes are hashed anyway
+    wanted = [(str(e), e) for e in entries if isinstance(e, str)]
+    wanted += [(str(e["path"]), e["path"]) for e in entries if isinstance(e, dict) and "path" in e]
+    found, seen = [], set()
+    for name, place in [*wanted, *((n, str(p)) for n, p in extra)]:
+        path = env_dir / place  # an absolute place stays itself
+        files = sorted(path.glob("*.yaml")) if path.is_dir() else [path] * path.is_file()
+        for file in files:
+            if file.name != "mirrors.yaml" and file.resolve() not in seen:
+                seen.add(file.resolve())
+                found.append((f"{name}/{file.name}", file))
+    return found
 
 
 def _canonical(path):
@@ -79,14 +86,15 @@ def _canonical(path):
     return json.dumps(data, sort_keys=True, default=str).encode()
 
 
-def shared_lock(spack, env_dir, site_dir, builtin_repo):
-    """Where the user's cache keeps the lock of these inputs, or None (Spack or the
-    builtin repository is not a clean checkout of a commit: nothing is shared)."""
+def lock_key(spack, env_dir, site_dir, spack_version, builtin_repo):
+    """(hash of the inputs, the user's shared lock of them or None). Shared only where Spack
+    and the builtin repository are clean checkouts of commits (:func:`repo_index.pinned_id`);
+    otherwise the hash names the builtin repository by its path, for this checkout alone."""
     pinned = repo_index.pinned_id(spack, builtin_repo)
+    wanted = inputs_hash(env_dir, site_dir, pinned or f"spack {spack_version} {builtin_repo}")
     if not pinned:
-        return None
-    key = _portable_inputs(env_dir, site_dir, pinned)
-    return paths.user_cache_dir() / "spack-locks" / pinned / f"{key}.lock"
+        return wanted, None
+    return wanted, paths.user_cache_dir() / "spack-locks" / pinned / f"{wanted}.lock"
 
 
 def _valid_lock(text):
@@ -128,7 +136,7 @@ def ensure_concretized(spack, env_dir, site_dir, spack_version, builtin_repo):
             f"no Spack environment: {paths.shown(env_dir / 'spack.yaml')} is missing",
             "create environments/<site>/spack.yaml (see environments/README.md)",
         )
-    wanted = inputs_hash(env_dir, site_dir, spack_version, builtin_repo)
+    wanted, shared = lock_key(spack, env_dir, site_dir, spack_version, builtin_repo)
     lock, stamp = env_dir / "spack.lock", env_dir / STAMP
     if lock.is_file() and stamp.is_file():
         try:
@@ -140,7 +148,6 @@ def ensure_concretized(spack, env_dir, site_dir, spack_version, builtin_repo):
                 return env_dir
         except json.JSONDecodeError:
             pass  # a damaged stamp only costs one concretization
-    shared = shared_lock(spack, env_dir, site_dir, builtin_repo)
     if shared and _take_shared(shared, lock):
         print(
             f"==> reusing {shared}: concretized from the same inputs by another checkout",
