@@ -1,13 +1,13 @@
 """A site's Spack environment is concretized once and reused by every test.
 
 ``spack.lock`` is rewritten only when something that decides the concrete
-specs changed: the environment's ``spack.yaml``, the site's Spack config, the
-recipes in ``spack-repo/``, the Spack version or the builtin repository. A
-stamp next to the lock records the hash of those inputs.
+specs changed: the environment's ``spack.yaml``, the config it includes and the
+site's, the recipes in ``spack-repo/``, Spack or the builtin repository. A stamp
+next to the lock records the hash of those inputs.
 
 A user's other checkouts reuse it too: the lock is kept in the user's cache
 (``~/.cache/sitebench/spack-locks/<Spack commit>-<spack-packages commit>/``) under
-the hash of the same inputs named relative to their checkout, so a second clone of
+that hash, whose files are named as their checkout names them, so a second clone of
 the same commit on the same machine copies the lock instead of concretizing again
 (44 s of a fresh clone's first run, perf/results/first-result-20261125T165852Z.json).
 Concretization is ``--fresh``: its result depends on those inputs alone, not on what
