@@ -2,6 +2,10 @@
 ``lib/spack/spack/cmd/``. Each module names its command and help, sets up its own parser
 (``setup_parser``) and holds the command (``command``); this file only dispatches.
 
+Each module also names its ``section`` (one of :data:`SECTIONS`: ``--help`` groups the
+commands by it, as ``spack help`` does) and an ``example`` (the epilog of its ``--help``);
+tests/test_cli_help.py fails when a command lacks either.
+
 The CLI is the edge of the loop: it resolves a :class:`~sitebench.sites.site.Site` once
 and may import from every stage.
 """
@@ -9,7 +13,9 @@ and may import from every stage.
 import argparse
 import importlib
 import sys
+import textwrap
 
+from sitebench.cli.common import subcommands
 from sitebench.common.errors import SitebenchError
 
 #: Command modules, in the order ``--help`` lists them (module name: ``-`` as ``_``).
@@ -40,7 +46,17 @@ COMMANDS = (
     "spack",
     "env",
     "test",
+    "completion",
 )
+
+#: The sections of ``--help``, in order, with the task each groups.
+SECTIONS = {
+    "running": "run the benchmarks",
+    "sites": "describe and check a site",
+    "results": "read the stored runs",
+    "exchange": "share runs between sites",
+    "maintenance": "build caches, mirrors, tools, tests",
+}
 
 
 def modules():
@@ -48,17 +64,51 @@ def modules():
 
 
 def parser():
+    commands = [(m.__name__.rsplit(".", 1)[1].replace("_", "-"), m) for m in modules()]
+    # The grouped listing is the epilog: argparse lists subcommands in one flat block.
+    width = max(len(name) for name, _ in commands) + 4
+    listing = []
+    for section, task in SECTIONS.items():
+        listing.append(f"{section} ({task}):")
+        for name, module in commands:
+            if getattr(module, "section", None) == section:
+                listing.append(
+                    textwrap.fill(
+                        module.description,
+                        width=96,
+                        initial_indent=f"  {name:<{width}}",
+                        subsequent_indent=" " * (width + 2),
+                    )
+                )
+        listing.append("")
+    listing.append("./sitebench COMMAND --help shows a command's options and an example.")
     p = argparse.ArgumentParser(
         prog="sitebench",
-        description="Build the benchmarks with Spack, run them with ReFrame against the "
-        "site's references, store every run, compare sites.",
+        usage="%(prog)s [-h] COMMAND ...",
+        description="Build the benchmarks with Spack, run them with ReFrame against the site's\n"
+        "references, store every run, compare sites.",
+        epilog="\n".join(listing),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sub = p.add_subparsers(dest="command", required=True)
-    for module in modules():
-        name = module.__name__.rsplit(".", 1)[1].replace("_", "-")
-        cmd = sub.add_parser(name, help=module.description, description=module.__doc__)
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", prog="sitebench", help=argparse.SUPPRESS
+    )
+    for name, module in commands:
+        example = getattr(module, "example", "").strip("\n")
+        cmd = sub.add_parser(
+            name,
+            help=module.description,
+            description=module.__doc__,
+            epilog=f"example:\n{example}",
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.setup_parser(cmd)
         cmd.set_defaults(func=module.command)
+        # A subcommand's --help shows the example lines that use it.
+        for action, subparser in subcommands(cmd).items():
+            own = [line for line in example.splitlines() if f" {name} {action}" in f"{line} "]
+            subparser.epilog = "example:\n" + "\n".join(own)
+            subparser.formatter_class = argparse.RawDescriptionHelpFormatter
     return p
 
 

@@ -16,6 +16,13 @@ from sitebench.cli.common import add_site_argument
 
 description = "export or import a site's signed Spack binaries (a centre's build cache)"
 
+section = "maintenance"
+
+example = """
+  ./sitebench buildcache push /shared/sitebench-binaries     # on the build machine
+  ./sitebench buildcache pull /shared/sitebench-binaries --trust centre.pub   # on the others
+"""
+
 
 def setup_parser(p):
     sub = p.add_subparsers(dest="action", required=True)

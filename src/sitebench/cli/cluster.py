@@ -5,6 +5,14 @@ import shlex
 
 description = "start, inspect or stop a private Slurm cluster here"
 
+section = "running"
+
+example = """
+  ./sitebench cluster start --nodes 2           # a private Slurm of 2 nodes (as root)
+  ./sitebench run --site local-slurm            # the quick suite through it
+  ./sitebench cluster stop
+"""
+
 
 def setup_parser(p):
     p.add_argument("action", choices=("start", "stop", "status", "env"))

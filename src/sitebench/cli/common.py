@@ -1,5 +1,7 @@
-"""What several commands share: warnings on stderr, the site and staleness options."""
+"""What several commands share: warnings on stderr, the site and staleness options, the
+walk over the parsers."""
 
+import argparse
 import sys
 
 
@@ -36,3 +38,12 @@ def add_stale_days(p):
         help="name the sites whose newest run is older than N days (default 3): a site that "
         "stopped running or publishing",
     )
+
+
+def subcommands(parser):
+    """The subparsers of an argparse parser by name ({} when it has none): what the
+    completion and the guide's command reference walk."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}

@@ -11,6 +11,14 @@ from sitebench.cli.common import add_stale_days, warn
 
 description = "compare two sites, partitions, toolchains, runs or time ranges from results/"
 
+section = "results"
+
+example = """
+  ./sitebench compare local local-slurm:srun
+  ./sitebench compare local%gcc-mpich local%gcc-openmpi          # MPICH against Open MPI
+  ./sitebench compare local@2026-11-01..2026-11-08 local@2026-11-15.. --format csv
+"""
+
 
 def setup_parser(p):
     p.add_argument(

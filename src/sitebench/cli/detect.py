@@ -5,6 +5,12 @@ change."""
 
 description = "detect this machine as the 'local' site"
 
+section = "sites"
+
+example = """
+  ./sitebench detect --redetect                 # after the machine changed
+"""
+
 
 def setup_parser(p):
     p.add_argument("--redetect", action="store_true", help="detect again even if done")

@@ -13,6 +13,14 @@ EXPORTED = (
     "SPACK_PYTHON",
 )
 
+section = "maintenance"
+
+example = """
+  ./sitebench env                               # the exports, to read or keep
+  eval "$(./sitebench env)"                     # then spack and reframe by hand
+  spack -e environments/local install
+"""
+
 
 def setup_parser(_p):
     pass

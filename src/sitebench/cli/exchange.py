@@ -12,6 +12,16 @@ description = (
     "make a protected results repository, migrate to it, list refused commits and altered runs"
 )
 
+section = "exchange"
+
+example = """
+  ./sitebench exchange init-remote /srv/git/sitebench-results.git   # a repository that guards itself
+  ./sitebench exchange migrate --site mycluster  # once: results/ leaves the code's remote
+  ./sitebench exchange quarantine               # the incoming commits refused here, and why
+  ./sitebench exchange restore                  # after a history rewrite on the remote
+  ./sitebench exchange altered local            # runs changed after they were indexed
+"""
+
 
 def setup_parser(p):
     sub = p.add_subparsers(dest="action", required=True)

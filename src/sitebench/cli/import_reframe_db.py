@@ -7,6 +7,12 @@ from sitebench.common import paths
 
 description = "store the sessions of ReFrame's own results database as runs of a site"
 
+section = "results"
+
+example = """
+  ./sitebench import-reframe-db mycluster ~/.reframe/reports/results.db --cpu-arch zen3
+"""
+
 
 def setup_parser(p):
     p.add_argument("site", help="the site the sessions ran on (results/<site>/)")

@@ -3,6 +3,12 @@
 
 description = "re-concretize committed environments and show how they drifted from spack.lock"
 
+section = "maintenance"
+
+example = """
+  ./sitebench lock-drift local                  # what a new concretization would change
+"""
+
 
 def setup_parser(p):
     p.add_argument("site", nargs="*", help="sites (default: every committed spack.lock)")

@@ -7,6 +7,13 @@ from sitebench.cli.common import add_site_argument
 
 description = "make a source mirror of a site's environment"
 
+section = "maintenance"
+
+example = """
+  ./sitebench mirror /media/usb/sitebench-mirror             # every source, for an air-gapped site
+  ./sitebench mirror /media/usb/sitebench-mirror --binaries  # and the signed binaries
+"""
+
 
 def setup_parser(p):
     p.add_argument("directory", help="where to put the mirror (carry it to the site)")

@@ -17,6 +17,15 @@ from sitebench.cli.common import add_site_argument, add_toolchain_argument
 
 description = "run the suite unattended each night: run, install, remove, status"
 
+section = "running"
+
+example = """
+  ./sitebench nightly install --site mycluster --at 02:30 --via cron
+  ./sitebench nightly status --site mycluster   # the entry, the next start, the last nights
+  ./sitebench nightly run --site mycluster      # one night now, as the schedule starts it
+  ./sitebench nightly remove --site mycluster
+"""
+
 
 def setup_parser(p):
     sub = p.add_subparsers(dest="action", required=True)

@@ -8,6 +8,12 @@ description = (
     "--slurm, the cluster whose login node this is)"
 )
 
+section = "sites"
+
+example = """
+  ./sitebench onboard mycluster --slurm         # site-configs/mycluster/, environments/mycluster/
+"""
+
 
 def setup_parser(p):
     p.add_argument("name", help="the new site's name (letters, digits, '.', '_', '-')")

@@ -5,6 +5,13 @@ from sitebench.common.errors import SitebenchError
 
 description = "performance benchmark: ratios measured side by side"
 
+section = "maintenance"
+
+example = """
+  ./sitebench perf                              # every ratio against its goal (perf/README.md)
+  ./sitebench perf hpl --n 16000 --no-levels    # one benchmark of the suite
+"""
+
 
 def setup_parser(p):
     p.add_argument(

@@ -9,6 +9,12 @@ from sitebench.cli.common import add_site_argument
 
 description = "send this site's new runs, signed, to the results repository"
 
+section = "exchange"
+
+example = """
+  ./sitebench publish --site mycluster          # this site's new runs, in one signed commit
+"""
+
 
 def setup_parser(p):
     add_site_argument(p)

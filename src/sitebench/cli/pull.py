@@ -5,6 +5,13 @@ and named, the accepted ones around it still arrive. Exit 0: all taken; 3: some 
 
 description = "bring every site's verified runs from the results repository"
 
+section = "exchange"
+
+example = """
+  ./sitebench pull --remote ssh://git.example.org/sitebench-results.git   # once: connects results/
+  ./sitebench pull                              # then: every site's new, verified runs
+"""
+
 
 def setup_parser(p):
     p.add_argument(

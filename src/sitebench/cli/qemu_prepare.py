@@ -6,6 +6,12 @@ description = (
     "make an emulated site's Debian root (debootstrap, apt, CA certificates); each step once"
 )
 
+section = "sites"
+
+example = """
+  ./sitebench qemu-prepare --site arm64-neoverse-n1   # the arm64 Debian root, each step once
+"""
+
 
 def setup_parser(p):
     p.add_argument("--site", required=True, help="an emulated site (emulation: in site.yaml)")

@@ -8,6 +8,12 @@ description = (
     "the run is stored under results/<site>/"
 )
 
+section = "running"
+
+example = """
+  ./sitebench qemu-run --site arm64-neoverse-n1       # the suite inside it, stored as its run
+"""
+
 
 def setup_parser(p):
     p.add_argument("--site", required=True, help="an emulated site (emulation: in site.yaml)")

@@ -4,6 +4,12 @@ import argparse
 
 description = "a shell (or a command) in an emulated site's root, mounted as for a run"
 
+section = "sites"
+
+example = """
+  ./sitebench qemu-shell --site arm64-neoverse-n1 -- uname -m
+"""
+
 
 def setup_parser(p):
     p.add_argument("--site", required=True)

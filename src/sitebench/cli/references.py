@@ -5,6 +5,13 @@ import sys
 
 description = "propose a site's references from its last runs (diff, --write)"
 
+section = "sites"
+
+example = """
+  ./sitebench references local                  # proposed references, as a diff
+  ./sitebench references local --write          # after 3 or more runs: write them
+"""
+
 
 def setup_parser(p):
     p.add_argument("site", help="site under site-configs/ and results/")

@@ -5,6 +5,12 @@ from sitebench.cli.common import warn
 
 description = "flag figures of a run that drifted beyond noise from the site's recent runs"
 
+section = "results"
+
+example = """
+  ./sitebench regressions local --fail-on-worse  # the newest run against the last 20
+"""
+
 
 def setup_parser(p):
     p.add_argument("site", help="site under results/")

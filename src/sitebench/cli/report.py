@@ -6,6 +6,13 @@ from sitebench.common import paths
 
 description = "a static HTML report of results/ (plots, provenance), one file"
 
+section = "results"
+
+example = """
+  ./sitebench report                            # .sitebench/report/index.html, one file
+  ./sitebench report --site local --out /tmp/report.html
+"""
+
 
 def setup_parser(p):
     p.add_argument(

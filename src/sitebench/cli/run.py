@@ -7,6 +7,14 @@ from sitebench.cli.common import add_site_argument, add_toolchain_argument, warn
 
 description = "build, run and store the suite on a site"
 
+section = "running"
+
+example = """
+  ./sitebench run                               # the quick suite on this machine (site local)
+  ./sitebench run --toolchain gcc-mpich         # one toolchain of the site
+  ./sitebench run --site mycluster --scale full -- -n StreamCheck   # after --: ReFrame's options
+"""
+
 
 def setup_parser(p):
     add_site_argument(p)

@@ -6,6 +6,12 @@ import subprocess
 
 description = "run Spack with sitebench's isolated configuration"
 
+section = "maintenance"
+
+example = """
+  ./sitebench spack find -lv                    # Spack, isolated as sitebench runs it
+"""
+
 
 def setup_parser(p):
     p.add_argument("spack_args", nargs=argparse.REMAINDER)

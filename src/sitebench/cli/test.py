@@ -22,6 +22,14 @@ description = "run the test suite (pytest)"
 #: Most workers: each may hold a Spack concretization in memory.
 MAX_WORKERS = 4
 
+section = "maintenance"
+
+example = """
+  ./sitebench test                              # every test
+  ./sitebench test tests/test_compare.py -k noise -p no:cacheprovider   # extra args go to pytest
+  ./sitebench test -m reliability              # bad inputs and faults
+"""
+
 
 def setup_parser(p):
     p.add_argument("pytest_args", nargs=argparse.REMAINDER)

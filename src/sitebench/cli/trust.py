@@ -14,6 +14,16 @@ pre-receive hook checks every push against."""
 
 description = "manage the keys trusted to sign each site's runs"
 
+section = "exchange"
+
+example = """
+  ./sitebench trust key mycluster               # this site's public key: send it to the others
+  ./sitebench trust add othercluster other.pub  # accept othercluster's runs signed by that key
+  ./sitebench trust list
+  ./sitebench trust remove othercluster --fingerprint SHA256:3q2+7w...
+  ./sitebench trust allow-unsigned oldsite      # insecure: during a migration only
+"""
+
 
 def setup_parser(p):
     sub = p.add_subparsers(dest="action", required=True)

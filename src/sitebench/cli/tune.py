@@ -33,6 +33,12 @@ description = "tune a benchmark's input on a site (hpl: HPL.dat) within a time b
 #: The check's quick-scale cap on N (reframe-checks/hpl.py, quick_max_n).
 QUICK_MAX_N = 10000
 
+section = "running"
+
+example = """
+  ./sitebench tune hpl --site local --budget 600   # the best HPL.dat to site-configs/local/hpl.yaml
+"""
+
 
 def setup_parser(p):
     p.add_argument("benchmark", choices=("hpl",), help="hpl: HPL.dat's input")

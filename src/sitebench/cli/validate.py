@@ -4,6 +4,12 @@ made from the toolchains (spack/toolchains.yaml, definitions.yaml) are rewritten
 
 description = "check a site's files (config, environment, references) before a run"
 
+section = "sites"
+
+example = """
+  ./sitebench validate mycluster                # every problem named with its file, key and fix
+"""
+
 
 def setup_parser(p):
     p.add_argument("site", help="site under site-configs/")
