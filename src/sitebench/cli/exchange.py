@@ -15,7 +15,7 @@ description = (
 section = "exchange"
 
 example = """
-  ./sitebench exchange init-remote /srv/git/sitebench-results.git   # a repository that guards itself
+  ./sitebench exchange init-remote /srv/git/results.git   # a repository that guards itself
   ./sitebench exchange migrate --site mycluster  # once: results/ leaves the code's remote
   ./sitebench exchange quarantine               # the incoming commits refused here, and why
   ./sitebench exchange restore                  # after a history rewrite on the remote

@@ -36,7 +36,7 @@ QUICK_MAX_N = 10000
 section = "running"
 
 example = """
-  ./sitebench tune hpl --site local --budget 600   # the best HPL.dat to site-configs/local/hpl.yaml
+  ./sitebench tune hpl --site local --budget 600   # best HPL.dat: site-configs/local/hpl.yaml
 """
 
 
