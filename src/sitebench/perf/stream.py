@@ -26,7 +26,7 @@ from sitebench.sites import local_site
 from sitebench.spack import pinned as spack_mod
 from sitebench.common.errors import SitebenchError
 from sitebench.parsers import stream as stream_parser
-from sitebench.perf import (
+from sitebench.perf.measure import (
     _environment,
     _prefix,
     hpcc,
