@@ -33,3 +33,5 @@ html_title = "sitebench guide"
 nitpicky = True
 # Literal blocks are shell sessions or plain text unless a page says otherwise.
 highlight_language = "none"
+# Options are typed as written: no "--" turned into a dash, no curly quotes.
+smartquotes = False
