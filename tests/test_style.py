@@ -25,6 +25,7 @@ def test_black():
             "tests",
             "reframe-checks",
             "site-configs",
+            "docs",
         ],
         cwd=ROOT,
         capture_output=True,
