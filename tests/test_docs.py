@@ -86,8 +86,9 @@ def built(tmp_path_factory):
 def test_the_guide_builds_without_a_warning_and_every_link_resolves(built):
     assert (built / "index.html").is_file()
     assert broken_links(built) == []
-    # The report's picture is in the built guide.
+    # The report's pictures are in the built guide.
     assert (built / "_images" / "report.png").is_file()
+    assert (built / "_images" / "report-pingpong.png").is_file()
 
 
 def test_the_link_check_catches_a_missing_page_and_anchor(tmp_path):
