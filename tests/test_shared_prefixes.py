@@ -3,7 +3,6 @@ replaced in one rename: a reader polling them while detect remakes them never fi
 missing (issue 38: a poller saw the include directory missing 83 times during one
 ``detect --redetect`` when they were deleted and made again)."""
 
-import os
 import shutil
 import subprocess
 import sys
@@ -60,10 +59,10 @@ def two_versions(n):
     return fill
 
 
-def test_a_reader_never_finds_a_republished_prefix_missing(tmp_path):
+def test_a_reader_never_finds_a_republished_prefix_missing(tmp_path, monkeypatch):
     farm = tmp_path / "externals" / "openmpi"
     watched = [farm / "include" / "mpi.h", farm / "lib"]
-    farm.mkdir(parents=True)  # made before versions: a plain directory
+    farm.mkdir(parents=True)
     two_versions(0)(farm)
 
     def naive():  # the old way: delete, then make again
@@ -85,27 +84,28 @@ def test_a_reader_never_finds_a_republished_prefix_missing(tmp_path):
 
     looks, missing = poll_while(tmp_path, watched, publish)
     assert looks > 1000 and missing == 0, (looks, missing)
-    assert farm.is_symlink() and (farm / "include" / "mpi.h").read_text() == "/* version 1 */\n"
-    # The version superseded last is kept a while (a reader may be inside it), one
-    # superseded longer ago than files.SUPERSEDED_KEPT_S is removed.
-    current = os.readlink(farm)
-    (other,) = [p for p in farm.parent.glob(".openmpi-*") if p.name != current]
-    long_ago = time.time() - files.SUPERSEDED_KEPT_S - 1
-    os.utime(other, (long_ago, long_ago))
-    files.publish_tree(farm, two_versions(3))  # the current tree again: nothing to swap
+    assert (farm / "include" / "mpi.h").read_text() == "/* version 1 */\n"
+    # Still a plain directory (earlier sitebench versions remove it with rmtree); the trees
+    # replaced are kept aside a while (a reader may be inside one), then removed.
+    assert farm.is_dir() and not farm.is_symlink()
+    aside = list(farm.parent.glob(".openmpi-replaced-*"))
+    assert len(aside) == 200, len(aside)
+    later = time.time() + files.REPLACED_KEPT_S + 1
+    monkeypatch.setattr(files.time, "time", lambda: later)
+    files.publish_tree(farm, two_versions(1))  # the current tree again: nothing to swap
     left = sorted(p.name for p in farm.parent.iterdir())
-    assert left == sorted(["openmpi", ".openmpi.lock", current]), left
+    assert left == [".openmpi.lock", "openmpi"], left
 
 
 def test_an_unchanged_prefix_is_left_as_it_is(tmp_path):
     farm = tmp_path / "openmpi"
     files.publish_tree(farm, two_versions(0))
-    version, made = os.readlink(farm), farm.lstat().st_mtime_ns
+    inode = farm.stat().st_ino
     files.publish_tree(farm, two_versions(2))  # the same tree
-    assert os.readlink(farm) == version and farm.lstat().st_mtime_ns == made
+    assert farm.stat().st_ino == inode
     assert files.publish_tree(farm, lambda fresh: False) is None
-    assert os.readlink(farm) == version
-    assert [p.name for p in tmp_path.iterdir() if "-new-" in p.name] == []
+    assert farm.stat().st_ino == inode
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".openmpi.lock", "openmpi"]
 
 
 @pytest.mark.skipif(
@@ -117,10 +117,11 @@ def test_redetecting_the_mpi_prefixes_keeps_them_in_place(tmp_path):
     of each checkout does) while a reader polls their headers and libraries."""
     farms = {mpi: tmp_path / "externals" / mpi for mpi in ("openmpi", "mpich")}
     for mpi, farm in farms.items():
-        # As sitebench made them before versions: plain directories, swapped for a
-        # versioned one by the first make below, while the reader polls.
+        # Made with a dangling extra link: the first make below replaces it, while the
+        # reader polls.
         farm.mkdir(parents=True)
         mpi_prefix._fill(mpi, mpi_prefix.alternatives_prefix(mpi), farm, "/usr/bin")
+        (farm / "bin" / "mpi-gone").symlink_to("/nowhere")
     watched = [f / "include" / "mpi.h" for f in farms.values()] + [
         farms["openmpi"] / "lib" / "libmpi.so",
         farms["mpich"] / "lib" / "libmpich.so",
@@ -135,4 +136,4 @@ def test_redetecting_the_mpi_prefixes_keeps_them_in_place(tmp_path):
 
     looks, missing = poll_while(tmp_path, watched, redetect)
     assert looks > 100 and missing == 0, (looks, missing)
-    assert all(f.is_symlink() for f in farms.values())
+    assert not any((f / "bin" / "mpi-gone").is_symlink() for f in farms.values())

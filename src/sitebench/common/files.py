@@ -39,9 +39,9 @@ def one_at_a_time(lock_file):
         yield
 
 
-#: How long a superseded version of a published tree is kept: a reader that went through the
-#: old link an instant before the swap (a compiler opening a header) still finds its file.
-SUPERSEDED_KEPT_S = 600
+#: How long the tree a publish replaced is kept aside: a reader that went into it an instant
+#: before the swap (a compiler opening a header) still finds its file.
+REPLACED_KEPT_S = 600
 
 #: renameat2(2)'s flag that swaps two paths in one step (Linux 3.15, glibc 2.28).
 _RENAME_EXCHANGE = 2
@@ -60,10 +60,9 @@ def _exchange(a, b):
 
 def tree_digest(root):
     """A digest of a tree of directories, files and symlinks: names, link targets, file
-    contents. Two fills of a versioned tree that give the same digest are the same tree."""
+    contents. Two fills that give the same digest made the same tree."""
     digest = hashlib.sha256()
     for dirpath, dirnames, filenames in sorted(os.walk(root)):
-        dirnames.sort()
         rel = os.path.relpath(dirpath, root)
         digest.update(f"d {rel}\0".encode())
         for name in sorted(filenames + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]):
@@ -73,69 +72,55 @@ def tree_digest(root):
             else:
                 with open(path, "rb") as fp:
                     digest.update(f"f {rel}/{name} ".encode() + fp.read() + b"\0")
-    return digest.hexdigest()[:16]
+    return digest.hexdigest()
 
 
 def publish_tree(path, fill):
-    """Make ``path`` a tree that ``fill(directory)`` writes, so that a reader (another
-    checkout's build or run) never finds it missing or half made.
+    """Make the directory ``path`` the tree ``fill(directory)`` writes, so that a reader
+    (another checkout's build or run) never finds it missing or half made.
 
-    ``path`` is a symlink to a versioned sibling ``.<name>-<digest>``: ``fill`` writes a
-    fresh directory aside, an identical tree already published is kept as it is, a new one
-    is renamed to its version and the symlink replaced in one rename; a version no longer
-    pointed to is removed :data:`SUPERSEDED_KEPT_S` after it was superseded. A ``path`` that is still a plain directory (made before
-    versions) is swapped for the symlink in one step where the system can (renameat2),
-    else in two renames. ``fill`` returns False to say there is nothing to publish: then
-    ``path`` is left as it is and None returned; else ``path`` is returned.
+    ``fill`` writes a fresh directory beside ``path``; when it differs from ``path``, the two
+    are swapped in one step (renameat2's RENAME_EXCHANGE; where the system has none, two
+    renames) and the old tree is kept aside :data:`REPLACED_KEPT_S` seconds. ``path`` stays a
+    plain directory, as earlier sitebench versions made and remove it. ``fill`` returns
+    False to say there is nothing to publish: ``path`` is then left alone and None returned;
+    else ``path`` is returned.
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    # One publisher at a time: another's new version is never taken for an old one.
+    # One publisher at a time: each compares against the tree the last one left.
     with one_at_a_time(path.with_name(f".{path.name}.lock")):
-        return _publish(path, fill)
+        _remove_replaced(path)
+        fresh = Path(tempfile.mkdtemp(prefix=f".{path.name}-new-", dir=path.parent))
+        fresh.chmod(0o755)  # mkdtemp's 0700 would hide the tree from the user's group
+        try:
+            if fill(fresh) is False:
+                return None
+            if path.is_dir() and not path.is_symlink():
+                if tree_digest(path) == tree_digest(fresh):
+                    return path
+                aside = path.with_name(f".{path.name}-replaced-{time.time_ns()}-{os.getpid()}")
+                if _exchange(fresh, path):
+                    fresh.rename(aside)
+                else:
+                    path.rename(aside)
+                    fresh.rename(path)
+            else:
+                if path.is_symlink() or path.exists():
+                    path.unlink()
+                fresh.rename(path)
+            return path
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
 
 
-def _publish(path, fill):
-    fresh = Path(tempfile.mkdtemp(prefix=f".{path.name}-new-", dir=path.parent))
-    fresh.chmod(0o755)  # mkdtemp's 0700 would hide the tree from the user's group
-    try:
-        if fill(fresh) is False:
-            return None
-        version = path.with_name(f".{path.name}-{tree_digest(fresh)}")
-        if version.is_dir():
-            shutil.rmtree(fresh)
-        else:
-            fresh.rename(version)
-        if not (path.is_symlink() and os.readlink(path) == version.name):
-            _point(path, version)
-        _remove_superseded(path, version)
-        return path
-    finally:
-        shutil.rmtree(fresh, ignore_errors=True)
-
-
-def _point(path, version):
-    """Make the symlink ``path`` point at ``version`` in one step."""
-    before = path.with_name(os.readlink(path)) if path.is_symlink() else None
-    link = path.with_name(f".{path.name}-link-{os.getpid()}")
-    link.unlink(missing_ok=True)
-    link.symlink_to(version.name)
-    if path.is_dir() and not path.is_symlink():
-        if not _exchange(link, path):
-            aside = path.with_name(f".{path.name}-old-{os.getpid()}")
-            path.rename(aside)
-            link.rename(path)
-            link = aside
-        shutil.rmtree(link)  # the old plain directory, now under the link's name
-    else:
-        link.replace(path)
-    if before is not None and before.is_dir():
-        os.utime(before)  # when it was superseded: removed SUPERSEDED_KEPT_S later
-
-
-def _remove_superseded(path, version):
+def _remove_replaced(path):
+    """Remove the trees replaced more than REPLACED_KEPT_S ago, and leftovers of publishes
+    that died (a ``-new-`` directory: only one publisher runs at a time)."""
     for old in path.parent.glob(f".{path.name}-*"):
-        if old == version or old.is_symlink() or not old.is_dir():
+        if old.is_symlink() or not old.is_dir():
             continue
-        if "-new-" in old.name or time.time() - old.stat().st_mtime > SUPERSEDED_KEPT_S:
+        stamp = old.name.removeprefix(f".{path.name}-replaced-").split("-")[0]
+        stale = not stamp.isdigit() or time.time() - int(stamp) / 1e9 > REPLACED_KEPT_S
+        if "-new-" in old.name or ("-replaced-" in old.name and stale):
             shutil.rmtree(old, ignore_errors=True)

@@ -16,7 +16,7 @@ Spack's compiler wrapper then adds ``-I``/``-L``/RPATH of the prefix, and a bina
 against MPICH loads ``libmpich`` whatever the alternatives say.
 
 The prefixes are the user's, shared by every checkout (their paths are in the specs'
-hashes): ``detect`` replaces one in a single rename (:func:`files.publish_tree`), so
+hashes): ``detect`` replaces one in one step (:func:`files.publish_tree`), so
 another checkout building or running against it meanwhile never finds it missing.
 """
 
