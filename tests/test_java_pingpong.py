@@ -163,6 +163,27 @@ def test_only_the_starters_missed_exit_is_forgiven():
     ]
 
 
+def test_a_value_printed_as_zero_is_a_figure_at_the_resolution_limit():
+    """The niodev capture with its 1 B row as a slower run prints it (latency 250.00 us:
+    1 B in 250 us is 0.004 MB/s, printed 0.00): the run counts, the size is named."""
+    text = (JPP / "mpj_niodev_x200_i1000.txt").read_text()
+    slow = re.sub(r"^1 +\S+ +\S+$", "1                 250.00                0.00", text, 1, re.M)
+    assert slow != text
+    stderr = (JPP / "mpj_niodev_x200_i1000.stderr.txt").read_text()
+    args = {"api": "mpj", "min_size": 1, "max_size": 4194304, "niodev": True}
+    assert java_pingpong.problems(slow, stderr, **args) == []
+    result = java_pingpong.parse(slow)
+    assert result.at_resolution == {1: 0.01} and result.bandwidth[1] == 0.0
+    assert "printed 0 at 1 B" in result.resolution_note()
+    assert java_pingpong.parse(text).resolution_note() is None
+    # Negative or not a number is still wrong.
+    for bad in ("-0.01", "nan"):
+        wrong = re.sub(r"^1 +\S+ +\S+$", f"1   250.00   {bad}", text, 1, re.M)
+        assert "a negative or not finite value at 1 B" in java_pingpong.problems(
+            wrong, stderr, **args
+        )
+
+
 def test_switch_needs_a_lasting_step():
     """One slow size (a preempted measurement) is no switch; a step every larger size keeps
     is (the niodev capture's rows, with one size made slow)."""

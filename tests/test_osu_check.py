@@ -89,6 +89,25 @@ def test_figures_are_the_printed_rows():
     assert all(math.isfinite(v) and v > 0 for v in bw.values.values())
 
 
+def test_a_value_printed_as_zero_is_a_figure_at_the_resolution_limit():
+    """A real osu_bw beside a CPU hog (load 16.3): 0.00 MB/s at 1, 2 and 4 B. The run
+    counts; the sizes are named as under OSU's two decimals (issue 38: the check failed with
+    "OSU Bandwidth at 1 B is not a positive finite number: 0.00")."""
+    busy = OSU / "busy-omb-7.2_osu_bw_core_tcp_x2_i20_m64.txt"
+    assert verdict(busy, max_size=64) == []
+    result = osu.parse(busy.read_text())
+    assert result.values[1] == 0.0 and result.peak == (64, 0.06)
+    assert result.at_resolution == {1: 0.01, 2: 0.01, 4: 0.01}
+    note = result.resolution_note()
+    assert "OSU Bandwidth printed 0 at 1 B, 2 B, 4 B" in note
+    assert "printed resolution of 0.01 MB/s" in note and "busy" in note
+    # A run with every value above the resolution has nothing to say.
+    assert osu.parse(BW_SHM.read_text()).resolution_note() is None
+    # Under MPICH's reading as well (the same table).
+    found, complete = osu.output_problems(busy.read_text(), "Bandwidth", "7.2", 1, 64)
+    assert (found, complete) == ([], True)
+
+
 def test_bindings_of_the_core_mapping():
     found = osu.bindings(stderr_of(LAT_SHM))
     assert {r: (b.host, b.places) for r, b in found.items()} == {
@@ -223,8 +242,8 @@ def test_sizes():
         (lambda t: t.replace("# OSU MPI Latency Test v7.2", "# hello"), "no '# OSU MPI"),
         (lambda t: t.replace("# Size          Latency (us)", "# Size"), "no '# Size  Latency"),
         (lambda t: t.split("# Datatype")[0], "has no measurement"),
-        (lambda t: t.replace("0.18\n", "nan\n", 1), "at 1 B is not a positive finite number"),
-        (lambda t: t.replace("0.18\n", "-0.18\n", 1), "at 1 B is not a positive finite number"),
+        (lambda t: t.replace("0.18\n", "nan\n", 1), "at 1 B is negative or not finite"),
+        (lambda t: t.replace("0.18\n", "-0.18\n", 1), "at 1 B is negative or not finite"),
         (lambda t: t.replace("0.18\n", "x.18\n", 1), "at 1 B is not a number: 'x.18'"),
         (lambda t: t + "16777216 4163.93\n", "lists 16777216 B twice"),
         (lambda t: t + "[vm:1] garbage\n", "not 'size value'"),
