@@ -164,21 +164,22 @@ def test_only_the_starters_missed_exit_is_forgiven():
 
 
 def test_a_value_printed_as_zero_is_a_figure_at_the_resolution_limit():
-    """The niodev capture with its 1 B row as a slower run prints it (latency 250.00 us:
-    1 B in 250 us is 0.004 MB/s, printed 0.00): the run counts, the size is named."""
-    text = (JPP / "mpj_niodev_x200_i1000.txt").read_text()
-    slow = re.sub(r"^1 +\S+ +\S+$", "1                 250.00                0.00", text, 1, re.M)
-    assert slow != text
-    stderr = (JPP / "mpj_niodev_x200_i1000.stderr.txt").read_text()
-    args = {"api": "mpj", "min_size": 1, "max_size": 4194304, "niodev": True}
-    assert java_pingpong.problems(slow, stderr, **args) == []
-    result = java_pingpong.parse(slow)
-    assert result.at_resolution == {1: 0.01} and result.bandwidth[1] == 0.0
-    assert "printed 0 at 1 B" in result.resolution_note()
-    assert java_pingpong.parse(text).resolution_note() is None
+    """A real niodev run by an ordinary user at load 18.3: bandwidth 0.00 at 8 and 16 B
+    (issue 38: "not a finite positive value at 1 B" failed such a run)."""
+    busy = JPP / "busy" / "mpj_niodev_unprivileged_m64_x5_i10.txt"
+    text, stderr = busy.read_text(), stderr_of(busy)
+    args = {"api": "mpj", "min_size": 1, "max_size": 64, "niodev": True}
+    assert java_pingpong.problems(text, stderr, **args) == []
+    result = java_pingpong.parse(text)
+    assert result.at_resolution == {8: 0.01, 16: 0.01}
+    assert (result.latency[8], result.bandwidth[8]) == (4754.24, 0.0)
+    assert "printed 0 at 8 B, 16 B" in result.resolution_note()
+    assert java_pingpong.parse(
+        (JPP / "mpj_niodev_x200_i1000.txt").read_text()
+    ).resolution_note() is None
     # Negative or not a number is still wrong.
     for bad in ("-0.01", "nan"):
-        wrong = re.sub(r"^1 +\S+ +\S+$", f"1   250.00   {bad}", text, 1, re.M)
+        wrong = re.sub(r"^1 +\S+ +\S+$", f"1   186.84   {bad}", text, count=1, flags=re.M)
         assert "a negative or not finite value at 1 B" in java_pingpong.problems(
             wrong, stderr, **args
         )
