@@ -22,6 +22,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, java_pingpong, osu  # noqa: E402
 from sitebench.run import mapping as mappings  # noqa: E402
+from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -31,6 +32,9 @@ from sitebench.run.spack_build import SpackBuild  # noqa: E402
 #: above 8192 B, as in OSU. Full: OSU's own counts, with 10x the small warm-up (a JVM
 #: compiles the loop on the fly).
 ITERATIONS = {"quick": (200, 1000, 5, 50), "full": (1000, 10000, 10, 1000)}
+
+#: Sizes above this are "large" (JavaPingPong.java's LARGE_ABOVE, as in OSU).
+LARGE_ABOVE = 8192
 
 #: The set-ups: MPJ Express's devices and Open MPI's Java bindings.
 DEVICES = ["multicore", "niodev", "ompi"]
@@ -169,6 +173,22 @@ class JavaPingPongCheck(SitebenchBenchmark):
         ]
         if self.java_home:
             self.env_vars = {**self.env_vars, "JAVA_HOME": self.java_home}
+
+    def expected_work_s(self):
+        """Both ways of every round trip of every size, at the floor rates."""
+        rounds = []
+        for k in range(self.max_size.bit_length()):
+            size = 1 << k
+            if size < self.min_size:
+                continue
+            small = size <= LARGE_ABOVE
+            count = (
+                self.small_warmup + self.small_iters
+                if small
+                else self.large_warmup + self.large_iters
+            )
+            rounds.append((2 * size * count, 2 * count))
+        return time_limits.message_work_s(rounds)
 
     @run_before("performance")
     def switch_size_for_niodev(self):

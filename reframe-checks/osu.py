@@ -20,6 +20,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import osu  # noqa: E402
 from sitebench.run import mapping as mappings  # noqa: E402
+from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -63,6 +64,13 @@ MPICH_UCX_TLS = {"shm": "self,sm", "tcp": "tcp"}
 #: Warm-up and timed iterations (``-x``, ``-i``) at the quick scale; the full scale runs
 #: OSU's own defaults (latency 100/10000 below 8 KiB, 10/1000 above; bandwidth 10/100, 2/20).
 QUICK_ITERATIONS = {"osu_latency": (20, 200), "osu_bw": (2, 20)}
+
+
+#: OSU's own (warm-up, timed) iterations up to and above LARGE_MESSAGE_SIZE, which the full
+#: scale runs (osu_util.h of OSU 7.2); osu_bw keeps WINDOW_SIZE messages in flight.
+OSU_ITERATIONS = {"osu_latency": ((100, 10000), (10, 1000)), "osu_bw": ((10, 100), (2, 20))}
+LARGE_MESSAGE_SIZE = 8192
+WINDOW_SIZE = 64
 
 
 class OsuBuild(SpackBuild):
@@ -140,8 +148,8 @@ class OsuPingPong(SitebenchBenchmark):
     num_cpus_per_task = 1
     # A ping-pong of the quick suite takes seconds; one hung once (MPICH over UCX's tcp on
     # a 2-core VM loaded by other tests: rank 0 spinning, rank 1 asleep, 6 min and on).
-    # ReFrame ends the job at its limit and the case fails saying so, the suite goes on.
-    time_limit = "10m"
+    # Its launch is stopped at a limit scaled to its sizes and iterations (expected_work_s)
+    # and the case fails saying so, the suite goes on.
 
     #: Set by the subclasses: program name and the title of its output.
     benchmark = ""
@@ -264,6 +272,21 @@ class OsuPingPong(SitebenchBenchmark):
             self.executable_opts += ["-x", str(self.num_warmup_iters)]
         if self.num_iters:
             self.executable_opts += ["-i", str(self.num_iters)]
+
+    def expected_work_s(self):
+        """The bytes and messages of every size and iteration, at the floor rates."""
+        rounds = []
+        for size in osu.sizes(self.min_size, self.max_size):
+            if self.num_iters:
+                count = self.num_warmup_iters + self.num_iters
+            else:
+                small, large = OSU_ITERATIONS[self.benchmark]
+                count = sum(small if size <= LARGE_MESSAGE_SIZE else large)
+            if self.benchmark == "osu_bw":  # a window of messages and one reply
+                rounds.append((WINDOW_SIZE * size * count, (WINDOW_SIZE + 1) * count))
+            else:  # ping and pong
+                rounds.append((2 * size * count, 2 * count))
+        return time_limits.message_work_s(rounds)
 
     def stderr_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:
