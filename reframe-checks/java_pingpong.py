@@ -22,6 +22,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, java_pingpong, osu  # noqa: E402
 from sitebench.run import mapping as mappings  # noqa: E402
+from sitebench.run.launchers import launcher_name  # noqa: E402
 from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -140,7 +141,7 @@ class JavaPingPongCheck(SitebenchBenchmark):
             f"{proc.num_cores_per_socket}",
         )
         # The OSU, Jacobi and ring checks' placement rules and mpirun options (one place).
-        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name)
+        reason = mappings.skip_reason(part, self.mapping, launcher_name(self.job.launcher))
         self.skip_if(reason is not None, reason or "")
         self.job.launcher.options = mappings.mpirun_options(self.mapping)
         self.num_tasks = 2

@@ -20,6 +20,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import osu  # noqa: E402
 from sitebench.run import mapping as mappings  # noqa: E402
+from sitebench.run.launchers import launcher_name  # noqa: E402
 from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -191,7 +192,7 @@ class OsuPingPong(SitebenchBenchmark):
             f"the mappings are written for {', '.join(mappings.MPIS)}; environ "
             f"{self.current_environ.name} uses {mpi} (add its options to osu.py)",
         )
-        launcher = self.job.launcher.registered_name
+        launcher = launcher_name(self.job.launcher)
         if mpi == "mpich":
             self.skip_if(
                 self.mapping == "node",
