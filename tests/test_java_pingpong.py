@@ -174,9 +174,10 @@ def test_a_value_printed_as_zero_is_a_figure_at_the_resolution_limit():
     assert result.at_resolution == {8: 0.01, 16: 0.01}
     assert (result.latency[8], result.bandwidth[8]) == (4754.24, 0.0)
     assert "printed 0 at 8 B, 16 B" in result.resolution_note()
-    assert java_pingpong.parse(
-        (JPP / "mpj_niodev_x200_i1000.txt").read_text()
-    ).resolution_note() is None
+    assert (
+        java_pingpong.parse((JPP / "mpj_niodev_x200_i1000.txt").read_text()).resolution_note()
+        is None
+    )
     # Negative or not a number is still wrong.
     for bad in ("-0.01", "nan"):
         wrong = re.sub(r"^1 +\S+ +\S+$", f"1   186.84   {bad}", text, count=1, flags=re.M)

@@ -236,7 +236,9 @@ def test_the_local_launcher_gives_single_and_flexible_tasks_what_they_asked():
     from sitebench.run import launchers
 
     def job(tasks, per_node=None, cpus=None):
-        return SimpleNamespace(num_tasks=tasks, num_tasks_per_node=per_node, num_cpus_per_task=cpus)
+        return SimpleNamespace(
+            num_tasks=tasks, num_tasks_per_node=per_node, num_cpus_per_task=cpus
+        )
 
     launcher = launchers.SitebenchMpirun()
     assert launcher.command(job(1)) == ["mpirun", "-np", "1", "--bind-to", "none"]

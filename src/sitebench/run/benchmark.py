@@ -214,9 +214,7 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             f"{time_limits.KILL_AFTER_S}s",
             f"{self.launch_limit_s}s",
         ]
-        self.time_limit = (
-            self.launch_limit_s + time_limits.KILL_AFTER_S + time_limits.JOB_MARGIN_S
-        )
+        self.time_limit = self.launch_limit_s + time_limits.KILL_AFTER_S + time_limits.JOB_MARGIN_S
 
     @run_after("init")
     def select_by_scale(self):
