@@ -66,8 +66,8 @@ class JavaPingPongCheck(SitebenchBenchmark):
     eager to the rendezvous protocol, 128 KiB by default).
     Sanity: every size measured, finite and 0 or more (0: under the table's two decimals,
     a figure at the resolution limit, logged in ``at_resolution``), "# done", the "# MPI:"
-    line names the API; niodev: the daemon listened on loopback and was stopped; ompi: the bindings and
-    the vader BTL as the OSU checks prove them.
+    line names the API; niodev: the daemon listened on loopback and was stopped; ompi: the
+    bindings and the vader BTL as the OSU checks prove them.
     Runs in the Open MPI toolchain's environment (``mpi_openmpi``): MPJ uses no MPI of the
     environment, Open MPI's bindings need that one.
     Fixture: :class:`JavaPingPongBuild`.

@@ -93,7 +93,8 @@ class OsuPingPong(SitebenchBenchmark):
     Sanity: the OSU header and the version of the Spack spec, a finite value of 0 or more
     for every size from ``min_size`` to ``max_size`` (0: under OSU's two decimals, a figure
     at the resolution limit, logged in ``at_resolution`` and warned of, never a failure by
-    itself), no Open MPI error, the bindings mpirun reported match the mapping and the BTL Open MPI reported is the transport's.
+    itself), no Open MPI error, the bindings mpirun reported match the mapping and the
+    BTL Open MPI reported is the transport's.
     Under MPICH (the environ's ``extras['mpi']``): no MPICH error, the CPUs hydra bound the
     ranks to match the mapping and UCX connected them with the transport's kind only
     (shared memory, tcp); the node mapping is skipped (hydra's report names no host).
