@@ -22,6 +22,8 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, java_pingpong, osu  # noqa: E402
 from sitebench.run import mapping as mappings  # noqa: E402
+from sitebench.run.launchers import launcher_name  # noqa: E402
+from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -31,6 +33,9 @@ from sitebench.run.spack_build import SpackBuild  # noqa: E402
 #: above 8192 B, as in OSU. Full: OSU's own counts, with 10x the small warm-up (a JVM
 #: compiles the loop on the fly).
 ITERATIONS = {"quick": (200, 1000, 5, 50), "full": (1000, 10000, 10, 1000)}
+
+#: Sizes above this are "large" (JavaPingPong.java's LARGE_ABOVE, as in OSU).
+LARGE_ABOVE = 8192
 
 #: The set-ups: MPJ Express's devices and Open MPI's Java bindings.
 DEVICES = ["multicore", "niodev", "ompi"]
@@ -59,9 +64,10 @@ class JavaPingPongCheck(SitebenchBenchmark):
     osu_bw keeps 64 messages in flight), ``bandwidth_peak_size`` (B); niodev also
     ``switch_size`` (B, the size where latency steps up for good: MPJ's switch from the
     eager to the rendezvous protocol, 128 KiB by default).
-    Sanity: every size measured, finite and positive, "# done", the "# MPI:" line names the
-    API; niodev: the daemon listened on loopback and was stopped; ompi: the bindings and
-    the vader BTL as the OSU checks prove them.
+    Sanity: every size measured, finite and 0 or more (0: under the table's two decimals,
+    a figure at the resolution limit, logged in ``at_resolution``), "# done", the "# MPI:"
+    line names the API; niodev: the daemon listened on loopback and was stopped; ompi: the
+    bindings and the vader BTL as the OSU checks prove them.
     Runs in the Open MPI toolchain's environment (``mpi_openmpi``): MPJ uses no MPI of the
     environment, Open MPI's bindings need that one.
     Fixture: :class:`JavaPingPongBuild`.
@@ -92,6 +98,12 @@ class JavaPingPongCheck(SitebenchBenchmark):
     #:
     #: :type: :class:`str`
     java_home = variable(str, value="", loggable=True)
+
+    #: Message sizes with a figure printed as 0.00, under the table's resolution (a slow
+    #: 1-byte bandwidth on a busy machine): figures at the resolution limit. Logged.
+    #:
+    #: :type: :class:`str`
+    at_resolution = variable(str, value="", loggable=True)
 
     pingpong_build = fixture(JavaPingPongBuild, scope="environment")
     # references.yaml: $index [$processor.arch, scale, device, mapping]
@@ -129,7 +141,7 @@ class JavaPingPongCheck(SitebenchBenchmark):
             f"{proc.num_cores_per_socket}",
         )
         # The OSU, Jacobi and ring checks' placement rules and mpirun options (one place).
-        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name)
+        reason = mappings.skip_reason(part, self.mapping, launcher_name(self.job.launcher))
         self.skip_if(reason is not None, reason or "")
         self.job.launcher.options = mappings.mpirun_options(self.mapping)
         self.num_tasks = 2
@@ -163,6 +175,22 @@ class JavaPingPongCheck(SitebenchBenchmark):
         if self.java_home:
             self.env_vars = {**self.env_vars, "JAVA_HOME": self.java_home}
 
+    def expected_work_s(self):
+        """Both ways of every round trip of every size, at the floor rates."""
+        rounds = []
+        for k in range(self.max_size.bit_length()):
+            size = 1 << k
+            if size < self.min_size:
+                continue
+            small = size <= LARGE_ABOVE
+            count = (
+                self.small_warmup + self.small_iters
+                if small
+                else self.large_warmup + self.large_iters
+            )
+            rounds.append((2 * size * count, 2 * count))
+        return time_limits.message_work_s(rounds)
+
     @run_before("performance")
     def switch_size_for_niodev(self):
         if self.device != "niodev":
@@ -195,6 +223,12 @@ class JavaPingPongCheck(SitebenchBenchmark):
             used = osu.transports(stderr)
             if used != {btl}:
                 found.append(f"Open MPI used the BTLs {sorted(used)}, not {btl}")
+        if not found:
+            result = self.result()
+            self.at_resolution = " ".join(f"{s}B" for s in sorted(result.at_resolution))
+            note = result.resolution_note()
+            if note:
+                self.logger.warning(f"{self.name}: {note}")
         return sn.assert_true(not found, msg="; ".join(found))
 
     @performance_function("us")

@@ -151,3 +151,22 @@ def test_a_stream_run_beside_a_cpu_hog_is_marked_disturbed(tmp_path, stream, hog
     assert alone["foreign_cores"] == pytest.approx(share.foreign_cores, abs=1e-3)
     if disturbance.busy_warning(quiet_before) is None:
         assert alone["disturbed"] is False, alone["foreign_cores"]
+
+
+@pytest.mark.slow
+def test_a_case_stopped_at_its_limit_says_the_machine_was_busy(tmp_path, hogs):
+    """A benchmark that would run 10 min, claiming 3 s of work, beside a CPU hog per CPU:
+    timeout stops its launch at the limit scaled by the load, the snapshots after the
+    launch still run, and the case fails naming the limit and the other work's CPU."""
+    hogs()
+    started = time.monotonic()
+    options = ["-S", "work_s=3"]
+    proc, case, _prefix = run_tiny_check(tmp_path, None, "sleep 600", options=options)
+    took = time.monotonic() - started
+    assert proc.returncode != 0 and case["result"] == "fail", proc.stdout[-3000:]
+    reason = case["fail_reason"]
+    limit = case["launch_limit_s"]
+    assert f"reached its time limit of {limit} s (3 s of work at floor rates" in reason, reason
+    assert "load factor" in reason and "busy (disturbed)" in reason, reason
+    assert case["disturbed"] is True
+    assert 10 <= limit < 300 and took < 600, (limit, took)

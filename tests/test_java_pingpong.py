@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, build_in_temp_env
+from test_disturbance import hogs  # noqa: F401 (a fixture)
 from sitebench.parsers import ParseError, java_pingpong
 
 JPP = FIXTURES / "java-pingpong"
@@ -163,6 +164,29 @@ def test_only_the_starters_missed_exit_is_forgiven():
     ]
 
 
+def test_a_value_printed_as_zero_is_a_figure_at_the_resolution_limit():
+    """A real niodev run by an ordinary user at load 18.3: bandwidth 0.00 at 8 and 16 B
+    (issue 38: "not a finite positive value at 1 B" failed such a run)."""
+    busy = JPP / "busy" / "mpj_niodev_unprivileged_m64_x5_i10.txt"
+    text, stderr = busy.read_text(), stderr_of(busy)
+    args = {"api": "mpj", "min_size": 1, "max_size": 64, "niodev": True}
+    assert java_pingpong.problems(text, stderr, **args) == []
+    result = java_pingpong.parse(text)
+    assert result.at_resolution == {8: 0.01, 16: 0.01}
+    assert (result.latency[8], result.bandwidth[8]) == (4754.24, 0.0)
+    assert "printed 0 at 8 B, 16 B" in result.resolution_note()
+    assert (
+        java_pingpong.parse((JPP / "mpj_niodev_x200_i1000.txt").read_text()).resolution_note()
+        is None
+    )
+    # Negative or not a number is still wrong.
+    for bad in ("-0.01", "nan"):
+        wrong = re.sub(r"^1 +\S+ +\S+$", f"1   186.84   {bad}", text, count=1, flags=re.M)
+        assert "a negative or not finite value at 1 B" in java_pingpong.problems(
+            wrong, stderr, **args
+        )
+
+
 def test_switch_needs_a_lasting_step():
     """One slow size (a preempted measurement) is no switch; a step every larger size keeps
     is (the niodev capture's rows, with one size made slow)."""
@@ -293,6 +317,35 @@ def test_check_runs_mpj_and_open_mpi_java_and_stops_the_daemon(built, spack, tmp
     assert left.stdout == "", left.stdout
     total = sum(c["time_run"] for c in ran.values())
     print(f"Java ping-pong run phases: {total:.1f} s")
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_cases_beside_a_cpu_hog_pass_marked_disturbed(built, spack, tmp_path, hogs):  # noqa: F811
+    """MPJ multicore and niodev and Open MPI's Java, beside a busy loop per CPU (issue 38:
+    niodev failed "not a finite positive value at 1 B" on a busy node): every case passes,
+    marked disturbed, under a time limit scaled to its sizes and iterations."""
+    import rfm_temp_env
+
+    no_references = tmp_path / "no-references.yaml"
+    no_references.write_text("{}\n")
+    env_dir, _pingpong = built
+    hogs()
+    proc, cases = rfm_temp_env.run(
+        spack,
+        env_dir,
+        tmp_path,
+        ["java_pingpong.py"],
+        ["JavaPingPongCheck.*mapping=core"],
+        options=["-S", "JavaPingPongCheck.max_size=65536"],
+        references=no_references,
+    )
+    ran = [c for c in cases if c["result"] != "skip"]
+    assert len(ran) == 3, proc.stdout[-3000:]
+    for case in ran:
+        assert case["result"] == "pass", (case["display_name"], case["fail_reason"])
+        assert case["disturbed"] is True and case["foreign_cores"] > 0.5, case["display_name"]
+        assert case["launch_limit_s"] >= 60, case["display_name"]
 
 
 # -- the report's table: Java against C ------------------------------------------------------

@@ -11,8 +11,10 @@ environments and passes a dry run.
 
 import json
 import os
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, ROOT
@@ -22,7 +24,8 @@ from sitebench.services.slurm.config import Layout, plan, slurm_conf
 from sitebench.sites import reframe_conventions, toolchains
 
 CHECKS = FIXTURES / "tutorial-checks"
-NAMES = ("TutorialStreamTest", "TutorialMpiHelloTest")
+FLEXIBLE = "FlexibleMpiHelloTest"
+NAMES = ("TutorialStreamTest", "TutorialMpiHelloTest", FLEXIBLE)
 REFRAME = os.path.join(os.path.dirname(sys.executable), "reframe")
 
 
@@ -138,7 +141,9 @@ def test_omp_flag_per_compiler_and_wrappers_calling_the_toolchains_compilers():
     assert reframe_conventions.compiler_executable(packages, "llvm@16", "c") is None
 
 
-def test_tutorial_checks_run_on_the_local_site(tmp_path):
+def test_tutorial_checks_run_on_the_local_site(tmp_path, monkeypatch):
+    # Every toolchain of the site, default: false ones (Clang's) too.
+    monkeypatch.setenv(toolchains.SELECTED, toolchains.ALL)
     report = tmp_path / "report.json"
     proc = reframe(
         ROOT / "site-configs/local/reframe.py", "-r", "--report-file", str(report), tmp=tmp_path
@@ -152,9 +157,32 @@ def test_tutorial_checks_run_on_the_local_site(tmp_path):
     }
     assert envs == set(toolchains.for_reframe("local")[0])
     assert all(c["result"] == "pass" for c in cases), out[-6000:]
+    # What each measured on, not only that it passed: the tutorial's STREAM (one task, no
+    # thread count of its own) ran a thread per CPU of this machine, allowed on all of them,
+    # in every toolchain (Open MPI 4.1 bound it to one core and it counted 1 thread); the
+    # flexible check ran one task under every MPI (num_tasks 0 was "mpirun -np 0": a rank
+    # per slot under Open MPI, one under MPICH).
+    cpus = sorted(os.sched_getaffinity(0))
     for case in cases:
+        stdout = (Path(case["outputdir"]) / case["job_stdout"]).read_text()
         if case["name"].startswith("TutorialStreamTest"):
             assert case["perfvalues"]  # copy_bw and triad_bw measured
+            counted = re.search(r"^Number of Threads counted = (\d+)$", stdout, re.M)
+            allowed = re.search(r"^Cpus_allowed_list:\s*(\S+)$", stdout, re.M)
+            assert counted and allowed, stdout
+            assert int(counted.group(1)) == len(cpus), (case["environ"], stdout)
+            assert cpu_list(allowed.group(1)) == cpus, (case["environ"], stdout)
+        if case["name"].startswith("FlexibleMpiHelloTest"):
+            assert re.findall(r"^Hello from rank \d+ of (\d+)$", stdout, re.M) == ["1"], stdout
+
+
+def cpu_list(text):
+    """The CPUs of a list such as /proc's Cpus_allowed_list (``0-3,8``)."""
+    found = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        found += range(int(first), int(last or first) + 1)
+    return found
 
 
 @pytest.mark.parametrize("name", ["local-slurm", "arm64-neoverse-n1", "onboarded"])
@@ -167,10 +195,11 @@ def test_tutorial_checks_list_and_dry_run_on_every_other_configuration(
     assert listed.returncode == 0, listed.stdout + listed.stderr
     for check in NAMES:
         assert f"- {check}" in listed.stdout, listed.stdout
-    dry = reframe(config, "--dry-run", tmp=tmp_path, env=env)
+    # A flexible check needs the scheduler's live node list even in a dry run (none here).
+    dry = reframe(config, "--dry-run", "-x", FLEXIBLE, tmp=tmp_path, env=env)
     out = dry.stdout + dry.stderr
     assert dry.returncode == 0, out[-6000:]
-    for check in NAMES:
+    for check in (n for n in NAMES if n != FLEXIBLE):
         for environ in (e["name"] for e in envs):
             assert f"{check} /" in out and f"+{environ}" in out, out[-6000:]
     assert "type error" not in out
@@ -199,3 +228,32 @@ def test_local_slurms_mpirun_partition_runs_only_the_checks_that_use_mpi(
         assert checks == {"StreamCheck", "SysbenchCheck", "HplCheck"}, listed.stdout
     else:
         assert checks == {"HplCheck"}, listed.stdout
+
+
+def test_the_local_launcher_gives_single_and_flexible_tasks_what_they_asked():
+    from types import SimpleNamespace
+
+    from sitebench.run import launchers
+
+    def job(tasks, per_node=None, cpus=None):
+        return SimpleNamespace(
+            num_tasks=tasks, num_tasks_per_node=per_node, num_cpus_per_task=cpus
+        )
+
+    launcher = launchers.SitebenchMpirun()
+    assert launcher.command(job(1)) == ["mpirun", "-np", "1", "--bind-to", "none"]
+    assert launcher.command(job(1, cpus=4)) == ["mpirun", "-np", "1", "--bind-to", "none"]
+    # One CPU asked for: a core is what it asked; several tasks: the MPI's placement.
+    assert launcher.command(job(1, cpus=1)) == ["mpirun", "-np", "1"]
+    assert launcher.command(job(4)) == ["mpirun", "-np", "4"]
+    # A binding or placement of the check's own is kept as it is.
+    launcher.options = ["--bind-to", "socket"]
+    assert launcher.command(job(1)) == ["mpirun", "-np", "1"]
+    launcher.options = ["--map-by=core"]
+    assert launcher.command(job(1)) == ["mpirun", "-np", "1"]
+    launcher.options = []
+    # Flexible: one node's worth, and no fewer than asked (num_tasks -2: at least 2).
+    assert launcher.command(job(0, per_node=1))[:3] == ["mpirun", "-np", "1"]
+    assert launcher.command(job(0, per_node=2)) == ["mpirun", "-np", "2"]
+    assert launcher.command(job(-2)) == ["mpirun", "-np", "2"]
+    assert launchers.launcher_name(launcher) == "mpirun"

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT
 
+from sitebench.parsers import java_pingpong
 from sitebench.services import programs
 from sitebench.sites import local_site
 
@@ -239,3 +240,70 @@ def test_publish_trust_and_pull_as_an_ordinary_user(checkout):
     assert proc.returncode == 0, out[-4000:]
     assert f"pulled local: {len(local_runs)} new runs" in proc.stdout, out[-4000:]
     assert sorted(p.name for p in (pulled / "local").iterdir() if p.name[0] != ".") == local_runs
+
+
+@pytest.fixture(scope="module")
+def mpj_program():
+    """(a directory the test user owns, with an MPJ home of Debian's jars and the ping-pong
+    built by hand against them, and this checkout's mpj-niodev-run)."""
+    reason = _skip_reason()
+    if reason:
+        pytest.skip(reason)
+    jars = Path("/usr/share/mpj/lib")
+    beside = [Path("/usr/share/java") / n for n in ("log4j-1.2.jar", "commons-io.jar")]
+    javac, jar = programs.which("javac"), programs.which("jar")
+    if not ((jars / "starter.jar").is_file() and all(p.is_file() for p in beside) and javac):
+        pytest.skip("needs Debian's MPJ Express and a JDK (libmpj-java, default-jdk-headless)")
+    user = _ensure_user()
+    recipe = ROOT / "spack-repo/spack_repo/sitebench/packages/java_pingpong"
+    base = Path(tempfile.mkdtemp(prefix="sitebench-unprivileged-mpj.", dir="/tmp"))
+    try:
+        home = base / "mpj"
+        (home / "lib").mkdir(parents=True)
+        (home / "conf").mkdir()
+        for path in [*jars.glob("*.jar"), *beside]:
+            shutil.copyfile(path, home / "lib" / path.name)
+        shutil.copyfile("/usr/share/mpj/conf/mpjexpress.conf", home / "conf/mpjexpress.conf")
+        classes = base / "classes"
+        subprocess.run(
+            [javac, "-nowarn", "-d", classes, "-cp", home / "lib/mpj.jar",
+             recipe / "JavaPingPong.java", recipe / "MpjPingPong.java"],
+            check=True,
+        )  # fmt: skip
+        subprocess.run(
+            [jar, "cfe", base / "pingpong-mpj.jar", "MpjPingPong", "-C", classes, "."],
+            check=True,
+        )
+        shutil.copy2(recipe / "mpj-niodev-run", base / "mpj-niodev-run")
+        _chown_tree(base, user.pw_uid, user.pw_gid)
+        base.chmod(0o700)
+        yield base
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.slow
+def test_mpj_niodev_runs_as_an_ordinary_user(mpj_program):
+    """mpj-niodev-run re-executes itself as uid 0 of a user namespace, where the JVM takes
+    user.home=/root: MPJ's daemon could not write its job's mpjdev.conf there and the run
+    hung for good (issue 38). With a home of its own the run completes and is judged as
+    any other; the daemon's home is gone afterwards."""
+    base = mpj_program
+    env = [f"PATH={ORDINARY_PATH}", f"HOME={base}", f"MPJ_HOME={base / 'mpj'}", "LANG=C.UTF-8"]
+    command = [programs.which("runuser"), "-u", USER, "--", "env", "-i", *env]
+    command += [base / "mpj-niodev-run", "-np", "2", "-jar", base / "pingpong-mpj.jar"]
+    before = set(Path("/tmp").glob("tmp.*"))
+    proc = subprocess.run(
+        [*command, "64", "5", "10", "1", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,  # the hang it guards against: a failure, not a test waiting for good
+        stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    found = java_pingpong.problems(
+        proc.stdout, proc.stderr, api="mpj", min_size=1, max_size=64, niodev=True
+    )
+    assert found == [], (found, proc.stdout[-2000:], proc.stderr[-2000:])
+    owned = [p for p in set(Path("/tmp").glob("tmp.*")) - before if p.owner() == USER]
+    assert owned == [], owned  # the daemon's home and the script's files were removed

@@ -18,6 +18,7 @@ SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
 
 # Plain `reframe -C site-configs/local/reframe.py` works without installing sitebench.
 sys.path.insert(0, os.path.join(ROOT, "src"))
+from sitebench.run import launchers  # noqa: E402
 from sitebench.sites import toolchains  # noqa: E402
 
 ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
@@ -43,7 +44,9 @@ _partition = {
     "name": "default",
     "descr": "this machine, one job at a time so benchmarks do not disturb each other",
     "scheduler": "local",
-    "launcher": "mpirun",
+    # ReFrame's mpirun, giving a single-task check the cores it asked for and a flexible
+    # one a task count that is the same under Open MPI and MPICH (sitebench/run/launchers.py).
+    "launcher": launchers.NAME,
     "environs": ENVIRONS,
     "max_jobs": 1,
     "prepare_cmds": MODULES["prepare_cmds"],

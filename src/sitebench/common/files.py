@@ -1,10 +1,15 @@
 """Small file helpers shared by the modules that write configuration."""
 
 import contextlib
+import ctypes
 import fcntl
+import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 
 def write_atomic(path, text):
@@ -32,3 +37,90 @@ def one_at_a_time(lock_file):
     with open(lock_file, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
+
+
+#: How long the tree a publish replaced is kept aside: a reader that went into it an instant
+#: before the swap (a compiler opening a header) still finds its file.
+REPLACED_KEPT_S = 600
+
+#: renameat2(2)'s flag that swaps two paths in one step (Linux 3.15, glibc 2.28).
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a, b):
+    """Swap the paths ``a`` and ``b`` in one step; False where the system cannot."""
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (AttributeError, OSError):
+        return False
+    at_cwd = -100  # AT_FDCWD
+    done = renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), _RENAME_EXCHANGE)
+    return done == 0
+
+
+def tree_digest(root):
+    """A digest of a tree of directories, files and symlinks: names, link targets, file
+    contents. Two fills that give the same digest made the same tree."""
+    digest = hashlib.sha256()
+    for dirpath, dirnames, filenames in sorted(os.walk(root)):
+        rel = os.path.relpath(dirpath, root)
+        digest.update(f"d {rel}\0".encode())
+        for name in sorted(filenames + [d for d in dirnames if os.path.islink(f"{dirpath}/{d}")]):
+            path = os.path.join(dirpath, name)
+            if os.path.islink(path):
+                digest.update(f"l {rel}/{name} {os.readlink(path)}\0".encode())
+            else:
+                with open(path, "rb") as fp:
+                    digest.update(f"f {rel}/{name} ".encode() + fp.read() + b"\0")
+    return digest.hexdigest()
+
+
+def publish_tree(path, fill):
+    """Make the directory ``path`` the tree ``fill(directory)`` writes, so that a reader
+    (another checkout's build or run) never finds it missing or half made.
+
+    ``fill`` writes a fresh directory beside ``path``; when it differs from ``path``, the two
+    are swapped in one step (renameat2's RENAME_EXCHANGE; where the system has none, two
+    renames) and the old tree is kept aside :data:`REPLACED_KEPT_S` seconds. ``path`` stays a
+    plain directory, as earlier sitebench versions made and remove it. ``fill`` returns
+    False to say there is nothing to publish: ``path`` is then left alone and None returned;
+    else ``path`` is returned.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # One publisher at a time: each compares against the tree the last one left.
+    with one_at_a_time(path.with_name(f".{path.name}.lock")):
+        _remove_replaced(path)
+        fresh = Path(tempfile.mkdtemp(prefix=f".{path.name}-new-", dir=path.parent))
+        fresh.chmod(0o755)  # mkdtemp's 0700 would hide the tree from the user's group
+        try:
+            if fill(fresh) is False:
+                return None
+            if path.is_dir() and not path.is_symlink():
+                if tree_digest(path) == tree_digest(fresh):
+                    return path
+                aside = path.with_name(f".{path.name}-replaced-{time.time_ns()}-{os.getpid()}")
+                if _exchange(fresh, path):
+                    fresh.rename(aside)
+                else:
+                    path.rename(aside)
+                    fresh.rename(path)
+            else:
+                if path.is_symlink() or path.exists():
+                    path.unlink()
+                fresh.rename(path)
+            return path
+        finally:
+            shutil.rmtree(fresh, ignore_errors=True)
+
+
+def _remove_replaced(path):
+    """Remove the trees replaced more than REPLACED_KEPT_S ago, and leftovers of publishes
+    that died (a ``-new-`` directory: only one publisher runs at a time)."""
+    for old in path.parent.glob(f".{path.name}-*"):
+        if old.is_symlink() or not old.is_dir():
+            continue
+        stamp = old.name.removeprefix(f".{path.name}-replaced-").split("-")[0]
+        stale = not stamp.isdigit() or time.time() - int(stamp) / 1e9 > REPLACED_KEPT_S
+        if "-new-" in old.name or ("-replaced-" in old.name and stale):
+            shutil.rmtree(old, ignore_errors=True)

@@ -27,7 +27,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from . import ParseError
+from . import ParseError, at_resolution_note, printed_resolution
 
 _HEADER = re.compile(r"^# sitebench Java ping-pong v(\S+)\s*$", re.MULTILINE)
 _API = re.compile(r"^# MPI: (.+?)\s*$", re.MULTILINE)
@@ -82,6 +82,14 @@ class JavaPingPongResult:
     latency: dict = field(default_factory=dict)  # size (B) -> us (half a round trip)
     bandwidth: dict = field(default_factory=dict)  # size (B) -> MB/s (size / one-way time)
     done: bool = False
+    #: Sizes whose latency or bandwidth printed as zero -> the printed resolution (the
+    #: table has two decimals: a slow 1-byte bandwidth prints 0.00): figures at the
+    #: resolution limit, not failures.
+    at_resolution: dict = field(default_factory=dict)
+
+    def resolution_note(self):
+        """A sentence naming the sizes printed as zero, or None."""
+        return at_resolution_note("The Java ping-pong", "us or MB/s", self.at_resolution)
 
     @property
     def bandwidth_peak(self):
@@ -104,7 +112,10 @@ class JavaPingPongResult:
             below = [s for s in sizes[max(0, i - 2) : i] if s >= size // 4]
             if size < SWITCH_FROM or not below:
                 continue
-            factor = min(self.latency[s] for s in sizes[i:]) / min(self.latency[s] for s in below)
+            lowest_below = min(self.latency[s] for s in below)
+            if lowest_below <= 0:  # printed 0.00: under the resolution, no ratio to take
+                continue
+            factor = min(self.latency[s] for s in sizes[i:]) / lowest_below
             if factor >= SWITCH_FACTOR and (best is None or factor > best[1]):
                 best = (size, factor)
         return best[0] if best else None
@@ -147,6 +158,9 @@ def parse(text):
             raise ParseError(f"size {size}: values {match.group(2)!r} {match.group(3)!r}")
         result.latency[size] = latency
         result.bandwidth[size] = bandwidth
+        for raw, value in ((match.group(2), latency), (match.group(3), bandwidth)):
+            if value == 0:
+                result.at_resolution[size] = printed_resolution(raw)
     if not result.latency:
         raise ParseError("no message size was measured (truncated run?)")
     return result
@@ -156,7 +170,8 @@ def problems(stdout, stderr, *, api, min_size, max_size, exitcode=0, niodev=Fals
     """What is wrong with a run, as sentences (empty: it ran as asked).
 
     ``api``: ``mpj`` or ``ompi`` (the "# MPI:" line must name it); every power of two from
-    ``min_size`` to ``max_size`` must have a finite, positive latency and bandwidth and the
+    ``min_size`` to ``max_size`` must have a finite latency and bandwidth of 0 or more (0:
+    under the printed resolution, a figure at the limit, see ``resolution_note``) and the
     run must print "# done". ``niodev``: mpj-niodev-run must have said that the daemon
     listened on loopback and that it stopped it.
     """
@@ -187,11 +202,11 @@ def problems(stdout, stderr, *, api, min_size, max_size, exitcode=0, niodev=Fals
             for s in wanted
             if s in result.latency
             and not all(
-                math.isfinite(v) and v > 0 for v in (result.latency[s], result.bandwidth[s])
+                math.isfinite(v) and v >= 0 for v in (result.latency[s], result.bandwidth[s])
             )
         ]
         if bad:
-            found.append(f"not a finite positive value at {bad[0]} B")
+            found.append(f"a negative or not finite value at {bad[0]} B")
         if not result.done:
             found.append("no '# done' line: the run stopped before the largest size")
     if _STARTER_MISSED_EXIT.search(stdout):

@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from . import ParseError
+from . import ParseError, at_resolution_note, printed_resolution
 
 #: The figure each benchmark prints, by the title in its header.
 UNITS = {"Latency": "us", "Bandwidth": "MB/s"}
@@ -57,6 +57,13 @@ class OsuResult:
     version: str
     unit: str
     values: dict = field(default_factory=dict)  # message size (B) -> us or MB/s
+    #: Sizes whose value printed as zero -> the printed resolution (0.01 for "0.00"):
+    #: figures at the resolution limit, not failures (a slow 1-byte osu_bw prints 0.00).
+    at_resolution: dict = field(default_factory=dict)
+
+    def resolution_note(self):
+        """A sentence naming the sizes printed as zero, or None."""
+        return at_resolution_note(f"OSU {self.kind}", self.unit, self.at_resolution)
 
     @property
     def smallest(self):
@@ -105,7 +112,7 @@ def parse(text):
     columns = _COLUMNS.search(text)
     if not columns:
         raise ParseError(f"OSU {kind} output has no '# Size  {kind} (...)' column header")
-    values = {}
+    values, at_resolution = {}, {}
     for line in text[columns.end() :].splitlines():
         if not line.strip() or line.startswith("#"):
             continue
@@ -117,14 +124,18 @@ def parse(text):
             value = float(raw)
         except ValueError:
             raise ParseError(f"OSU {kind} at {size} B is not a number: {raw!r}") from None
-        if not math.isfinite(value) or value <= 0:
-            raise ParseError(f"OSU {kind} at {size} B is not a positive finite number: {raw}")
+        if not math.isfinite(value) or value < 0:
+            raise ParseError(f"OSU {kind} at {size} B is negative or not finite: {raw}")
         if size in values:
             raise ParseError(f"OSU {kind} output lists {size} B twice")
+        if value == 0:
+            at_resolution[size] = printed_resolution(raw)
         values[size] = value
     if not values:
         raise ParseError(f"OSU {kind} output has no measurement (MPI failed to start?)")
-    return OsuResult(kind=kind, version=version, unit=UNITS[kind], values=values)
+    return OsuResult(
+        kind=kind, version=version, unit=UNITS[kind], values=values, at_resolution=at_resolution
+    )
 
 
 def sizes(min_size, max_size):

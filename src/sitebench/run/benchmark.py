@@ -15,7 +15,7 @@ from sitebench.run.energy import EnergyError
 from sitebench.run.energy.config import power_config
 from sitebench.parsers import slurm
 from sitebench.run.energy.measure import SACCT_FILE, SAMPLES_FILE, measure, sampler_commands
-from sitebench.run import loading
+from sitebench.run import loading, time_limits
 from sitebench.run.scales import SCALES
 
 
@@ -119,6 +119,15 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #: :type: :class:`bool`
     disturbed = variable(bool, value=False, loggable=True)
 
+    #: The launch's time limit in seconds, set before the run where neither the check, the
+    #: command line (``-S time_limit=...``) nor the partition set ``time_limit``: the check's
+    #: estimate of its work (``expected_work_s``) or its scale's bound, with a start-up
+    #: allowance, times the load factor (sitebench/run/time_limits.py). 0: not limited here.
+    #: Logged.
+    #:
+    #: :type: :class:`int`
+    launch_limit_s = variable(int, value=0, loggable=True)
+
     #: Whether the benchmark runs MPI: it then runs in every toolchain of the site (one
     #: ReFrame environment each); one that does not (STREAM, PARSEC, sysbench) runs once
     #: per compiler set, in the environment with the feature ``no_mpi_checks``
@@ -140,6 +149,72 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         reason = scheduler_verdict(self.job, stderr)
         if reason:
             raise SanityError(reason)
+
+    @run_before("sanity", always_last=False)
+    def launch_reached_its_limit(self):
+        """A launch that ``timeout`` stopped at its limit fails saying so, and whether
+        other work held the CPU meanwhile (the snapshots after the launch still ran)."""
+        if not self.launch_limit_s:
+            return
+        try:
+            with open(os.path.join(self.stagedir, LAUNCH_FILE)) as fp:
+                status = int(fp.read().split()[2])
+        except (OSError, ValueError, IndexError):
+            return
+        if status not in time_limits.TIMED_OUT:
+            return
+        share = None
+        if self.measures_disturbance():
+            try:
+                with open(os.path.join(self.stagedir, disturbance.CPU_FILE)) as fp:
+                    share = disturbance.parse(fp.read())
+            except (OSError, ValueError):
+                share = None
+        if share is not None:
+            self.foreign_cores = round(share.foreign_cores, 3)
+            self.disturbed = share.disturbed
+        raise SanityError(
+            time_limits.timed_out_reason(self.launch_limit_s, self._limit_how, share)
+        )
+
+    #: Seconds the launch takes to start (mpirun, JVMs) before any work, for its time
+    #: limit; a class attribute (time_limits.STARTUP_S unless a check knows better).
+    launch_startup_s = time_limits.STARTUP_S
+
+    def expected_work_s(self):
+        """Seconds of benchmark work at floor rates (time_limits.py), or None: the scale's
+        bound. Checks that can count their work (sizes, iterations) say it here."""
+        return None
+
+    @run_before("run", always_last=True)
+    def limit_the_launch(self):
+        part = self.current_partition
+        configured = rt.runtime().get_option(f"systems/0/partitions/@{part.name}/time_limit")
+        if self.time_limit is not None or configured or self.job.launcher.modifier:
+            return
+        work = self.expected_work_s()
+        how = (
+            f"{work:.0f} s of work at floor rates"
+            if work is not None
+            else f"the {self.scale} scale's bound"
+        )
+        if work is None:
+            work = time_limits.SCALE_BOUND_S.get(self.scale, time_limits.SCALE_BOUND_S["full"])
+        factor = time_limits.load_factor() if self.measures_disturbance() else 1.0
+        startup = self.launch_startup_s
+        self.launch_limit_s = time_limits.launch_limit_s(work, factor, startup)
+        self._limit_how = f"{how}, start-up {startup} s, load factor {factor:.1f}"
+        self.job.launcher.modifier = "timeout"
+        # --foreground: the launch stays in the job's process group, where the scheduler
+        # ends whatever it leaves behind; TERM goes to the launcher (mpirun, srun,
+        # mpj-niodev-run), which stops its ranks or daemon.
+        self.job.launcher.modifier_options = [
+            "--foreground",
+            "-k",
+            f"{time_limits.KILL_AFTER_S}s",
+            f"{self.launch_limit_s}s",
+        ]
+        self.time_limit = self.launch_limit_s + time_limits.KILL_AFTER_S + time_limits.JOB_MARGIN_S
 
     @run_after("init")
     def select_by_scale(self):

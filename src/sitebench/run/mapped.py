@@ -8,6 +8,7 @@ partition cannot place apart (saying why) and sets the job up.
 from reframe.core.builtins import parameter, variable
 
 from sitebench.run import mapping as mappings
+from sitebench.run.launchers import launcher_name
 from sitebench.run.benchmark import SitebenchBenchmark
 from sitebench.run.scales import THREAD_LABELS, resolve_threads
 
@@ -49,7 +50,7 @@ class MappedMpiBenchmark(SitebenchBenchmark):
         part = self.current_partition
         nodes = max(self.max_nodes, 2 if self.mapping == "node" else 1)
         mpi = mappings.mpi_of(self.current_environ)
-        reason = mappings.skip_reason(part, self.mapping, self.job.launcher.registered_name, mpi)
+        reason = mappings.skip_reason(part, self.mapping, launcher_name(self.job.launcher), mpi)
         self.skip_if(reason is not None, reason)
         count = resolve_threads(self.ranks, self.processor_cores() * nodes)
         self.skip_if(count is None, f"ranks={self.ranks} duplicates or exceeds the cores")

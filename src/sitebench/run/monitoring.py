@@ -22,6 +22,7 @@ from reframe.core.pipeline import RegressionTestPlugin
 
 from sitebench.parsers import ParseError, ompi_monitoring, osu
 from sitebench.run import channels
+from sitebench.run.launchers import launcher_name
 from sitebench.run.mapping import mpi_of
 
 #: Prefix of the per-rank files in the stage: monitoring.0.prof, monitoring.1.prof, ...
@@ -65,7 +66,7 @@ class MessageMonitoring(RegressionTestPlugin):
     def skip_unmonitorable(self):
         if not self.monitor_messages:
             return
-        reason = unavailable(mpi_of(self.current_environ), self.job.launcher.registered_name)
+        reason = unavailable(mpi_of(self.current_environ), launcher_name(self.job.launcher))
         self.skip_if(reason is not None, reason)
 
     @run_before("run")

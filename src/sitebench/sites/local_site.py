@@ -24,7 +24,7 @@ import yaml
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
-from sitebench.common.files import one_at_a_time, reframe_executable, write_atomic
+from sitebench.common.files import one_at_a_time, publish_tree, reframe_executable, write_atomic
 from sitebench.services import programs
 from sitebench.sites import mpi_prefix, toolchains
 from sitebench.sites.topology import last_level_cache_bytes
@@ -586,16 +586,18 @@ def _reference_blas_external():
     if proc.returncode != 0 or not version:
         return None
     farm = buildcache.externals_dir() / "netlib-lapack"  # shared: it is in the hashes
-    (farm / "lib").mkdir(parents=True, exist_ok=True)
-    for name, target in (
-        ("libblas.so", blas),
-        ("libblas.so.3", blas),
-        ("liblapack.so", lapack),
-        ("liblapack.so.3", lapack),
-    ):
-        link = farm / "lib" / name
-        link.unlink(missing_ok=True)
-        link.symlink_to(target.resolve())
+
+    def fill(fresh):
+        (fresh / "lib").mkdir()
+        for name, target in (
+            ("libblas.so", blas),
+            ("libblas.so.3", blas),
+            ("liblapack.so", lapack),
+            ("liblapack.so.3", lapack),
+        ):
+            (fresh / "lib" / name).symlink_to(target.resolve())
+
+    publish_tree(farm, fill)  # other checkouts build against it meanwhile
     return {
         "externals": [
             {"spec": f"netlib-lapack@{version}~external-blas+shared~lapacke", "prefix": str(farm)}

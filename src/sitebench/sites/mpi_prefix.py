@@ -14,13 +14,18 @@ gets a directory of symlinks instead (as the reference BLAS does), under
 
 Spack's compiler wrapper then adds ``-I``/``-L``/RPATH of the prefix, and a binary built
 against MPICH loads ``libmpich`` whatever the alternatives say.
+
+The prefixes are the user's, shared by every checkout (their paths are in the specs'
+hashes): ``detect`` replaces one in one step (:func:`files.publish_tree`), so
+another checkout building or running against it meanwhile never finds it missing.
 """
 
 import re
 import shlex
-import shutil
 import subprocess
 from pathlib import Path
+
+from sitebench.common import files
 
 #: Spack package -> the suffix of its Debian alternatives (``/usr/bin/mpicc.<suffix>``).
 ALTERNATIVES_SUFFIX = {"openmpi": "openmpi", "mpich": "mpich"}
@@ -76,10 +81,12 @@ def make(mpi, farm, bindir="/usr/bin"):
     programs = alternatives_prefix(mpi, bindir)
     if not programs:
         return None
-    farm = Path(farm)
-    if farm.exists():
-        shutil.rmtree(farm)
-    (farm / "bin").mkdir(parents=True)
+    return files.publish_tree(farm, lambda fresh: _fill(mpi, programs, fresh, bindir))
+
+
+def _fill(mpi, programs, farm, bindir):
+    """Write ``mpi``'s prefix into the empty directory ``farm``."""
+    (farm / "bin").mkdir()
     for program, path in programs.items():
         (farm / "bin" / program).symlink_to(path)
     for helper in HELPERS.get(mpi, ()):
@@ -106,4 +113,3 @@ def make(mpi, farm, bindir="/usr/bin"):
                     link = farm / "lib" / path.name
                     if not link.exists():
                         link.symlink_to(path)
-    return farm

@@ -85,7 +85,7 @@ class JavaPingpong(Package):
     resource(
         name="mpj-niodev-run",
         url=f"file://{_HERE}/mpj-niodev-run",
-        sha256="5fc73d1c7e234cb65849c6fe6cf5f8edc90cc484ea8fee7b702e5771081263c9",
+        sha256="be1ec3bb90b329cabfda923c1a9403b03cafc1a06c3acdb500a95d93a9f681f4",
         expand=False,
         placement="niodev",
     )
