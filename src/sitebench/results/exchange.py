@@ -370,6 +370,38 @@ class Exchange:
                 found.setdefault(name, {}).setdefault(run, (tree, commit))
         return found
 
+    def _quarantine(self, verdict):
+        line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
+        if self.rev(QUARANTINE + verdict.commit):
+            return line  # refused before (a rewrite is met again by every pull)
+        self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
+        self._log_refusal(verdict.commit, verdict.reason)
+        return line
+
+    def _log_refusal(self, what, reason):
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
+            log.write(f"{stamp}\t{what}\t{reason}\n")
+
+    def _note_deleted_branch(self, accepted):
+        reason = (
+            f"{verify.REWRITE}: the remote's branch was deleted (it held {accepted[:12]}, "
+            "accepted before)"
+        )
+        ref = f"{QUARANTINE}branch-deleted-{accepted}"
+        if not self.rev(ref):  # logged once, as a refused commit is
+            self.git("update-ref", ref, accepted)
+            self._log_refusal("(no branch)", reason)
+        return f"branch refused: {reason}"
+
+    def quarantined(self):
+        """[(time, commit, reason)] of every commit refused here, oldest first."""
+        try:
+            text = (self.git_dir / QUARANTINE_LOG).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        return [tuple(ln.split("\t", 2)) for ln in text.splitlines() if ln.count("\t") >= 2]
+
     # -- another site's run, written on demand ------------------------------------------
 
     def tree_files(self, tree):
@@ -417,7 +449,7 @@ class Exchange:
         if dest.is_symlink() or dest.exists():
             raise SitebenchError(
                 f"{dest} already exists: runs are never written over",
-                f"read it there, or move it aside to write the accepted run again",
+                "read it there, or move it aside to write the accepted run again",
             )
         files = self.tree_files(tree)
         self._fetch_run(tree, rules, f"{site}/{run}")
