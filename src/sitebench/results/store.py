@@ -12,6 +12,10 @@ reads only the runs that are new since the last one and writes them as one new s
 file read; the hash where a stat differs): a run that changed is indexed anew, named, and
 kept in ``altered.json`` (:func:`altered`); a run that disappeared from ``results/`` leaves
 the index (the segments that held either are dropped, their other runs read again).
+Runs of other sites accepted by a pull are not in ``results/``: they are indexed from the
+exchange's git objects (:mod:`sitebench.results.exchange_runs`), only those accepted since
+the index last read the exchange's per-site log; their identity is their tree's id, so they
+are never ``lstat``-ed, and one written out by ``./sitebench show`` is not indexed again.
 Runs are read defensively (:mod:`sitebench.results.runfiles`): a run that cannot be read, or
 whose content is not what ReFrame writes, is reported on one line and skipped (and tried
 again at the next refresh), never the others.
