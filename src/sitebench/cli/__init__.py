@@ -24,6 +24,7 @@ COMMANDS = (
     "nightly",
     "publish",
     "pull",
+    "show",
     "trust",
     "exchange",
     "compare",
