@@ -15,7 +15,16 @@ import pytest
 
 from conftest import ROOT
 from sitebench.cli import main
-from exchange_world import TEMPLATE, World, git, plumb_commit, tree_bytes
+from exchange_world import (
+    TEMPLATE,
+    World,
+    git,
+    plumb_commit,
+    raw_tree,
+    signed_trees,
+    tree_bytes,
+    tree_entries,
+)
 
 pytestmark = pytest.mark.reliability_input
 
@@ -112,14 +121,14 @@ def bad_name(path, expect):
 
 def oversized_file(world, clone, m):
     write_tree(
-        clone, run_files(world, extra={f"mallory/{RUN}/big.bin": ("100644", b"0" * 300_000)})
+        clone, run_files(world, extra={f"mallory/{RUN}/output/big.bin": ("100644", b"0" * 300_000)})
     )
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 200000 per file"
 
 
 def oversized_run(world, clone, m):
-    extra = {f"mallory/{RUN}/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)}
+    extra = {f"mallory/{RUN}/output/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)}
     write_tree(clone, run_files(world, extra=extra))
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 1000000 bytes"
@@ -156,7 +165,7 @@ def delete_one_file(world, clone, m):
 
 
 def extend_published(world, clone, m):
-    (alpha_run(clone) / "extra.json").write_text("{}")
+    (alpha_run(clone) / "output" / "extra.json").write_text("{}")
     world.push_as(clone, "results: alpha", key=m.key)
     return "adds files to the published run alpha/"
 
@@ -336,6 +345,7 @@ def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
         assert beta.runs("alpha") == sorted([first, second])
         assert pulled.new == [("alpha", [second])]
     assert beta.runs("mallory") == []
+    assert_signed_only_verified(world, alpha)
     # Kept aside for inspection, named with its reason.
     refs = git(beta.results / ".exchange", "for-each-ref", "refs/sitebench/quarantine/").stdout
     assert refs.strip()
@@ -404,6 +414,25 @@ def test_launcher_from_inside_a_results_directory_imports_nothing_from_it(world,
     assert not world.marker.exists()
 
 
+def assert_signed_only_verified(world, site):
+    """The remote read with plain git: every commit git verifies as ``site``'s holds
+    nothing but the seed's README and ``site``'s own runs, byte for byte the template's (no
+    content another site pushed and ``site`` refused is ever under its signature)."""
+    template = {
+        p.relative_to(TEMPLATE).as_posix(): git(TEMPLATE, "hash-object", str(p)).stdout.strip()
+        for p in TEMPLATE.rglob("*")
+        if p.is_file()
+    }
+    signed = signed_trees(world.bare, site)
+    assert signed, "no commit of the site on the branch"
+    for commit, files in signed.items():
+        for path, blob in files.items():
+            if path == "README.md":
+                continue
+            owner, run, rel = (path.split("/", 2) + ["", ""])[:3]
+            assert owner == site.name and template.get(rel) == blob, (commit[:12], path)
+
+
 def _assert_secret_unread(world, output):
     secret = world.secret.read_text().strip()
     assert secret not in output
@@ -453,7 +482,7 @@ CONTENT = {
     "deeply nested report": {"report.json": lambda w: b"[" * 90_000 + b"]" * 90_000},
     "report not JSON": {"report.json": lambda w: b"\xff\xfe{not json"},
     "report a bare number": {"report.json": lambda w: b"1e999999"},
-    "provenance a list": {"provenance.json": lambda w: b"[1, 2, 3]"},
+    "provenance a list": {"provenance/provenance.json": lambda w: b"[1, 2, 3]"},
     "perflog garbage": {
         "perflogs/local/default/StreamCheck.log": lambda w: b"\x00|||" * 10_000 + b"\n"
     },
@@ -485,3 +514,212 @@ def test_hostile_content_in_a_sites_own_run_is_read_defensively(world, name, tmp
     assert "Traceback" not in out.err
     assert not world.marker.exists()
     _assert_secret_unread(world, out.out + out.err + (tmp_path / "report.html").read_text())
+
+
+# -- second round (issue 39): trees git's fsck refuses, what publish signs, baselines ------
+
+
+def _good_run_tree(clone):
+    """(root tree of HEAD plus a well-formed mallory run, that run's tree) in ``clone``."""
+    write_tree(clone, run_files(None))
+    git(clone, "add", "-A")
+    root = git(clone, "write-tree").stdout.strip()
+    return root, git(clone, "rev-parse", f"{root}:mallory/{RUN}").stdout.strip()
+
+
+def _push_run_tree(world, clone, m, run_tree):
+    """Commit HEAD's tree plus ``mallory/<RUN>`` = ``run_tree`` (any bytes), signed by
+    mallory's own trusted key, and push it with plain git; the push's result."""
+    site = raw_tree(clone, [("40000", RUN, run_tree)])
+    entries = [e for e in tree_entries(clone, "HEAD") if e[1] != "mallory"]
+    entries.append(("040000", "mallory", site))
+    top = raw_tree(clone, sorted(entries, key=lambda e: e[1] + ("/" if "40000" in e[0] else "")))
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={m.key}"]
+    commit = git(
+        clone, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit-tree", top, "-S",
+        "-p", "HEAD", "-m", "results: mallory: 1 run",
+    ).stdout.strip()
+    return git(clone, "push", "-q", "origin", f"{commit}:refs/heads/main", check=False)
+
+
+def _malformed(kind):
+    def case(world, clone, m):
+        _, good = _good_run_tree(clone)
+        entries = tree_entries(clone, good)
+        other = subprocess.run(
+            ["git", "-C", str(clone), "hash-object", "-w", "--stdin"],
+            input=b"{}",
+            capture_output=True,
+            check=True,
+        ).stdout.decode().strip()
+        if kind == "duplicate report.json":
+            at = [e[1] for e in entries].index("report.json")
+            entries.insert(at + 1, ("100644", "report.json", other))
+            expect = "'report.json' twice"
+        elif kind == "a file and a folder named output":
+            at = [e[1] for e in entries].index("output")
+            entries.insert(at, ("100644", "output", other))
+            expect = "'output' twice"
+        elif kind == "a blob entry pointing at a tree":
+            # A tree found nowhere else in the push (git's pack-objects refuses one it
+            # also walks as a tree).
+            tree = raw_tree(clone, [("100644", "x", other)])
+            entries = [(mo, n, tree if n == "report.json" else sha) for mo, n, sha in entries]
+            expect = "is listed as a blob but is a tree"
+        else:  # unsorted
+            entries.reverse()
+            expect = "out of git's order"
+        return _push_run_tree(world, clone, m, raw_tree(clone, entries)), expect
+
+    case.__name__ = kind
+    return case
+
+
+def _top_of_run(name):
+    def case(world, clone, m):
+        files = run_files(world)
+        files[f"mallory/{RUN}/{name}"] = ("100644", payload(world).encode())
+        write_tree(clone, files)
+        git(clone, "add", "-A", "-f")
+        root = git(clone, "write-tree").stdout.strip()
+        run_tree = git(clone, "rev-parse", f"{root}:mallory/{RUN}").stdout.strip()
+        return _push_run_tree(world, clone, m, run_tree), "is not a file a run holds"
+
+    case.__name__ = f"{name} at a run's top"
+    return case
+
+
+SECOND_ROUND = [
+    _malformed("duplicate report.json"),
+    _malformed("a file and a folder named output"),
+    _malformed("a blob entry pointing at a tree"),
+    _malformed("unsorted entries"),
+    _top_of_run("sitecustomize.py"),
+    _top_of_run("evil.pth"),
+    _top_of_run("sitebench/__init__.py"),
+]
+
+
+def _world(tmp_path, protected, trusting_mallory=("alpha", "beta")):
+    world = World(tmp_path, protected=protected)
+    world.marker = tmp_path / "PWNED"
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    beta.trusts(alpha)
+    for name in trusting_mallory:
+        world.site(name).trusts(mallory)
+    world.make_remote(signers=world.trust_file("alpha", "beta", "mallory", "gamma"))
+    return world
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+@pytest.mark.parametrize("case", SECOND_ROUND, ids=lambda c: c.__name__)
+def test_a_tree_git_refuses_is_one_refused_commit_and_every_site_goes_on(
+    tmp_path, protected, case
+):
+    """A run of mallory's own, signed by its trusted key, whose tree git's fsck refuses (or
+    that holds files Python would import from a run folder): refused with its reason by
+    every pull; alpha keeps publishing, beta and a newcomer keep pulling, and no commit
+    alpha signs holds any of it. A protected remote refuses the push itself."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [first])]
+
+    pushed, expected = case(world, world.hostile_clone(), mallory)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+
+    second = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [second], sent
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [second])], pulled
+    if not protected:
+        assert expected in " | ".join(pulled.refused), pulled
+        assert expected in " | ".join(sent.refused), sent
+    assert beta.runs("mallory") == []
+    assert_signed_only_verified(world, alpha)
+    # Later pulls and a site joining now: no traceback, no refusal left to block them.
+    again = beta.cli("pull")
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    gamma = world.site("gamma")
+    gamma.trusts(alpha)
+    joined = gamma.cli("pull", "--remote", str(world.bare))
+    assert joined.returncode in (0, 3) and "Traceback" not in joined.stderr, joined.stderr
+    assert gamma.runs("alpha") == sorted([first, second])
+    assert not world.marker.exists()
+
+
+def test_a_run_that_cannot_be_written_refuses_its_commit_only(tmp_path, monkeypatch):
+    """Defence in depth: with the tree checks switched off, the export's own failure (a
+    duplicate entry: FileExistsError) refuses that commit, named, and the commits after it
+    still arrive; nothing of it is left in results/."""
+    from sitebench.results import verify
+
+    monkeypatch.setattr(verify, "_check_trees", lambda *args: "")
+    world = _world(tmp_path, protected=False)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    pushed, _ = SECOND_ROUND[0](world, world.hostile_clone(), mallory)
+    assert pushed.returncode == 0
+    run = alpha.new_run()
+    assert alpha.publish().published
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [run])], pulled
+    assert "cannot be written here (FileExistsError" in " | ".join(pulled.refused)
+    assert beta.runs("mallory") == []
+    assert beta.pull().refused == []
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_what_a_site_refused_is_left_out_and_accepted_where_it_was_taken(tmp_path, protected):
+    """Trust lists differ: beta (and the host) trust mallory, alpha does not. Alpha's
+    publish leaves mallory's run out of what it signs, naming the commit; beta, which took
+    that run, accepts alpha's commit all the same and keeps mallory's run."""
+    world = _world(tmp_path, protected, trusting_mallory=("beta",))
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world))
+    assert world.push_as(clone, "results: mallory: 1 run", key=mallory.key).returncode == 0
+    theirs = git(clone, "rev-parse", "HEAD").stdout.strip()
+    assert beta.pull().new == [("mallory", [RUN])]
+
+    run = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [run], sent
+    assert "not trusted here" in " | ".join(sent.refused)
+    assert f"Sitebench-Left-Out: {theirs}" in git(world.bare, "log", "-1", "main").stdout
+    assert_signed_only_verified(world, alpha)
+    pulled = beta.pull()
+    assert pulled.refused == [] and pulled.new == [("alpha", [run])], pulled
+    assert beta.runs("mallory") == [RUN]
+    # mallory's next run is judged on what it adds, at both sites.
+    later = mallory.new_run()
+    mallory.trusts(alpha)
+    assert mallory.publish().published
+    assert beta.pull().new == [("mallory", [later])]
+    assert alpha.publish().refused  # alpha still refuses mallory's runs, still publishes
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_deletion_that_names_a_commit_is_still_a_deletion(tmp_path, protected):
+    """Naming a commit in the trailer leaves out only runs that commit added: mallory
+    removing alpha's run and naming an unrelated commit is refused as a deletion."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    beta.pull()
+    clone = world.hostile_clone()
+    root = git(clone, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
+    shutil.rmtree(alpha_run(clone))
+    write_tree(clone, run_files(world))
+    pushed = world.push_as(
+        clone, f"results: mallory\n\nSitebench-Left-Out: {root}", key=mallory.key
+    )
+    assert (pushed.returncode != 0) == protected
+    if not protected:
+        assert "deletes" in " | ".join(beta.pull().refused)
+    second = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [second])]
+    assert beta.runs("alpha") == sorted([first, second]) and beta.runs("mallory") == []

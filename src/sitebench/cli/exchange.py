@@ -37,6 +37,7 @@ def setup_parser(p):
 
 
 def command(args):
+    from sitebench.common.terminal import shown
     from sitebench.results import exchange, shared_remote, trust
 
     if args.action == "init-remote":
@@ -75,7 +76,7 @@ def command(args):
         if not rows:
             print("nothing refused")
         for when, commit, reason in rows:
-            print(f"{when} {commit[:12]} {reason}")
+            print(shown(f"{when} {commit[:12]} {reason}"))
     return 0
 
 

@@ -15,6 +15,7 @@ def setup_parser(p):
 
 
 def command(args):
+    from sitebench.common.terminal import shown
     from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, pull, results_settings
 
     remote, branch = args.remote, args.branch
@@ -31,9 +32,9 @@ def command(args):
             + (f" ({runs[0]} .. {runs[-1]})" if runs else "")
         )
     for line in done.kept:
-        print(f"kept the copy here: {line}")
+        print(shown(f"kept the copy here: {line}"))
     for line in done.refused:
-        print(f"REFUSED {line}")
+        print(shown(f"REFUSED {line}"))
     if done.refused:
         print(
             f"runs refused: {len(done.refused)} commit(s) kept aside "

@@ -25,6 +25,7 @@ not retried. A remote that cannot be reached leaves the runs where they are: the
 publish sends them. One publish or pull at a time per results directory (``flock``).
 """
 
+import errno
 import fcntl
 import hashlib
 import os
@@ -58,6 +59,10 @@ QUARANTINE_LOG = "sitebench-quarantine.tsv"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
+#: Errors of this site's own file system while writing a run: raised (the next pull writes
+#: the run again), never taken as the incoming commit's fault.
+LOCAL_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EMFILE,
+                errno.ENFILE)
 #: ``./sitebench pull`` exits with this when it refused runs (the accepted ones arrived).
 REFUSED_EXIT = 3
 
@@ -81,12 +86,15 @@ class Published:
 class Pulled:
     """What one :func:`pull` brought: ``new`` [(site, [runs])], ``refused`` one line per
     refused commit (kept under ``refs/sitebench/quarantine/``), ``kept`` runs that arrived
-    different from the copy already here (the copy here is kept)."""
+    different from the copy already here (the copy here is kept); ``left_out`` the commits
+    after the last accepted one that were refused here (publish leaves them out, naming
+    them)."""
 
     new: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     rewritten: bool = False
+    left_out: list = field(default_factory=list)
 
 
 class GitFailed(SitebenchError):
@@ -192,7 +200,10 @@ class Exchange:
         return self.rev(FETCHED)
 
     def accept(self, tip, rules):
-        """Verify ``accepted..tip``, export the accepted commits' runs; a :class:`Pulled`."""
+        """Verify ``accepted..tip``, export the accepted commits' runs; a :class:`Pulled`.
+        ``accepted`` is the last commit accepted here: each commit is judged against it, and
+        a commit refused (by the rules, or because its runs cannot be written here) leaves it
+        where it was, so its content never becomes part of what this site builds on."""
         pulled = Pulled()
         accepted = self.rev(ACCEPTED)
         if tip is None and accepted is not None:
@@ -203,23 +214,59 @@ class Exchange:
             return pulled
         if tip is None or tip == accepted:
             return pulled
-        verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules)
         found = {}
+        refused = self._quarantined_commits()
+        while True:
+            verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules, refused)
+            failed = self._take(verdicts, found, pulled, rules.prefix)
+            if failed is None:
+                break
+            refused.add(failed)  # judged again without it: later commits may build on it
+        pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
+        if pulled.rewritten:
+            pulled.refused.append(self._quarantine(verdicts[0]))
+        else:
+            pulled.left_out = [v.commit for v in verdicts if not v.ok]
+            last = [v.commit for v in verdicts if v.ok]
+            if last:
+                self.git("update-ref", ACCEPTED, last[-1])
+        pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
+        return pulled
+
+    def _take(self, verdicts, found, pulled, prefix):
+        """Quarantine the refused commits and export the runs of the accepted ones; the
+        commit whose runs could not be written (then quarantined), or None."""
         for verdict in verdicts:
+            if verdict.reason == verify.REFUSED_BEFORE or verdict.reason.startswith(
+                verify.REWRITE
+            ):
+                continue
             if not verdict.ok:
                 pulled.refused.append(self._quarantine(verdict))
                 continue
-            for site, run in verdict.runs:
-                status = self._export(verdict.commit, site, run, rules.prefix)
+            statuses = []
+            try:
+                for site, run in verdict.runs:
+                    statuses.append((site, run, self._export(verdict.commit, site, run, prefix)))
+            except (OSError, ValueError, SitebenchError) as err:
+                if getattr(err, "errno", None) in LOCAL_FAULTS:
+                    raise  # this site's disk, not the commit: the next pull writes it
+                for site, run, status in statuses:  # the commit is refused whole
+                    if status == "new":
+                        shutil.rmtree(self.results_root / site / run, ignore_errors=True)
+                verdict.reason = f"its runs cannot be written here ({type(err).__name__}: {err})"
+                pulled.refused.append(self._quarantine(verdict))
+                return verdict.commit
+            for site, run, status in statuses:
                 if status == "new":
                     found.setdefault(site, []).append(run)
                 elif status != "same":
                     pulled.kept.append(f"{site}/{run}: {status}")
-        pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
-        if not pulled.rewritten:
-            self.git("update-ref", ACCEPTED, tip)
-        pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
-        return pulled
+        return None
+
+    def _quarantined_commits(self):
+        out = self.git("for-each-ref", "--format=%(refname)", QUARANTINE).stdout
+        return {ref[len(QUARANTINE) :] for ref in out.split() if len(ref) == len(QUARANTINE) + 40}
 
     def _quarantine(self, verdict):
         line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
@@ -287,6 +334,8 @@ class Exchange:
             # A full disk or a kill: no half run is left; the next pull writes it again.
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        # mkdtemp makes it 0700: the run gets the mode of any directory made here.
+        tmp.chmod(0o777 & ~_umask())
         try:
             tmp.rename(dest)
         except OSError:
@@ -327,11 +376,15 @@ class Exchange:
         out = self.git("ls-tree", "--name-only", "-z", commit, "--", f"{prefix}{site}/")
         return {p.rsplit("/", 1)[-1] for p in out.stdout.split("\0") if p}
 
-    def make_commit(self, parent, site, runs, prefix, key):
+    def make_commit(self, parent, site, runs, prefix, key, base=None, left_out=()):
         """One commit adding ``runs`` (directories) under ``<prefix><site>/`` on top of
-        ``parent``, signed with ``key``. Only the trees on the way to the site's directory
-        are made again (``mktree``); the rest of the parent's tree is reused as it is, so an
-        entry git would refuse in an index or a checkout (another site's) stops nothing."""
+        ``parent`` (the remote's tip, so the push is a fast-forward), signed with ``key``.
+        Its tree is the one of ``base``, the last commit accepted here (default: the
+        parent), plus these runs: what this site refused after it (``left_out``, named in
+        the message's trailers) is never signed. Only the trees on the way to the site's
+        directory are made again (``mktree``); the rest of the base's tree is reused as it
+        is."""
+        base = parent if base is None else base
         index = self.git_dir / f"sitebench-index-{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
@@ -353,7 +406,7 @@ class Exchange:
         finally:
             index.unlink(missing_ok=True)
         where = [*prefix.rstrip("/").split("/"), site] if prefix else [site]
-        tree = self._graft(parent, where, added)
+        tree = self._graft(base, where, added)
         names = [run.name for run in runs]
         message = (
             f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
@@ -361,6 +414,8 @@ class Exchange:
             + "\n".join(f"{site}/{n}" for n in names)
             + "\n\nPublished by ./sitebench publish.\n"
         )
+        if left_out:
+            message += "\n" + "".join(f"{verify.LEFT_OUT}: {c}\n" for c in left_out)
         sign = []
         if key:
             sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"]
@@ -430,6 +485,12 @@ def _run_files(run):
             if path.is_file():
                 found.append((path, "100755" if st.st_mode & 0o111 else "100644"))
     return sorted(found)
+
+
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _same_files(dest, files):
@@ -535,10 +596,10 @@ def _fetched(ex):
         ) from None
 
 
-def _own_new_runs(ex, site, tip, prefix):
-    """This site's runs in the results directory that the remote's branch lacks (the code's
+def _own_new_runs(ex, site, accepted, prefix):
+    """This site's runs in the results directory that the accepted history lacks (the code's
     committed example runs never: they are examples, not this site's)."""
-    published = ex.tree_runs(tip, site, prefix)
+    published = ex.tree_runs(accepted, site, prefix)
     examples = _code_tracked_runs(ex.results_root, site)
     runs = []
     for run in run_dirs(site, ex.results_root):
@@ -583,14 +644,16 @@ def _publish(ex, site, key, retries):
         if pulled.rewritten:
             # Publishing on top would bless the rewritten history: the admin looks first.
             return Published(False, [], pulled.refused[0], None, refused, rewritten=True)
-        runs = _own_new_runs(ex, site, tip, prefix)
+        accepted = ex.rev(ACCEPTED)
+        runs = _own_new_runs(ex, site, accepted, prefix)
         if not runs:
             return Published(True, [], "", tip, refused)
-        commit = ex.make_commit(tip, site, runs, prefix, key)
+        commit = ex.make_commit(tip, site, runs, prefix, key, accepted, pulled.left_out)
         proc = ex.push(commit)
         if proc.returncode == 0:
-            if tip is None or ex.rev(ACCEPTED) == tip:
-                ex.git("update-ref", ACCEPTED, commit)
+            # Everything up to the tip was judged; this commit adds only this site's runs
+            # to the accepted tree.
+            ex.git("update-ref", ACCEPTED, commit)
             return Published(True, [run.name for run in runs], "", commit, refused)
         reason = _reason(proc.stderr + proc.stdout)
         if _refused_for_good(proc.stdout + proc.stderr):

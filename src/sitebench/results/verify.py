@@ -8,9 +8,16 @@ One module, the standard library only, used twice: by ``./sitebench pull`` and
 
 * it has one parent (a root commit only when nothing was accepted before; its files that are
   not runs are inert: nothing is ever checked out);
+* it is judged against the last commit accepted, not only its parent: what a refused commit
+  brought counts for nothing, and a commit may leave out whole runs only of the commits it
+  names as refused by its site (``Sitebench-Left-Out: <commit>``, what publish writes);
+* every tree it brings passes git fsck's checks (sorted, no duplicate or file/folder name
+  clash, modes git writes, each entry's object of the type its mode says);
 * every change *adds* a regular file (mode 100644 or 100755) at ``<prefix><site>/<run>/...``
   with a valid site name, a run name as sitebench makes them, and path components git and
-  every file system take (no ``..``, ``.git``, control characters, backslashes);
+  every file system take (no ``..``, ``.git``, control characters, backslashes), and at
+  the run's top only what a run holds (``report.json``, ``perflogs/``, ``output/``,
+  ``provenance/``, ``failed-stage/``);
 * each run it touches did not exist before (runs are never modified, extended or deleted);
 * no file is over ``max_file`` bytes and no run over ``max_run``;
 * it is signed (SSH, ``gpg.format=ssh``) by a key trusted for every site it adds runs to,
@@ -34,6 +41,7 @@ from dataclasses import dataclass, field
 MAX_FILE = 16 * 2**20
 MAX_RUN = 64 * 2**20
 ZERO = "0" * 40
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-zA-Z._-]{1,64}")
 REGULAR_MODES = ("100644", "100755")
@@ -41,6 +49,16 @@ MAX_DEPTH = 24
 MAX_COMPONENT = 255
 MAX_PATH = 1024
 REWRITE = "history rewrite"
+REFUSED_BEFORE = "refused here before"
+#: The trailer of a publish commit naming a commit it left out (refused by its site).
+LEFT_OUT = "Sitebench-Left-Out"
+#: What a run holds at its top (results/README.md): nothing else travels, so no
+#: ``sitecustomize.py``, ``*.pth`` or package a Python started in a run folder would import.
+RUN_TOP_FILES = ("report.json",)
+RUN_TOP_DIRS = ("perflogs", "output", "provenance", "failed-stage")
+#: git's tree entry modes (fsck refuses or warns on any other spelling) and their objects.
+ENTRY_TYPES = {b"100644": "blob", b"100755": "blob", b"120000": "blob", b"40000": "tree",
+               b"160000": "commit"}
 
 
 @dataclass
@@ -125,11 +143,38 @@ class Git:
     def text(self, *args, **kw):
         return self.run(*args, **kw).stdout.decode("utf-8", errors="surrogateescape")
 
+    def objects(self, shas):
+        """{sha: (type, raw bytes)} of objects, from one ``cat-file --batch``."""
+        out = self.run("cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode()).stdout
+        found, at = {}, 0
+        for sha in shas:
+            end = out.index(b"\n", at)
+            head = out[at:end].split()
+            if len(head) != 3:
+                at = end + 1  # "<sha> missing"
+                continue
+            size = int(head[2])
+            found[sha] = (head[1].decode(), out[end + 1 : end + 1 + size])
+            at = end + 2 + size
+        return found
 
-def check_range(git, old, new, rules):
+    def kinds(self, shas):
+        """{sha: type} of objects present, from one ``cat-file --batch-check``."""
+        if not shas:
+            return {}
+        out = self.text("cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas).encode())
+        return {p[0]: p[1] for p in (ln.split() for ln in out.splitlines()) if len(p) == 3}
+
+
+def check_range(git, old, new, rules, refused=frozenset()):
     """[Verdict] for every commit of ``old..new`` (``old`` None or zeros: from the root), in
     order; a single refusing verdict for ``new`` when ``old`` is not in its history (a
-    rewrite of what was accepted)."""
+    rewrite of what was accepted).
+
+    Each commit is judged against the last commit *accepted* (``old`` at first), not only its
+    parent: a refused commit leaves nothing behind, and a later commit that leaves its content
+    out (as publish does, naming it) is judged on what it adds. Commits in ``refused`` (refused
+    here before) get :data:`REFUSED_BEFORE` without a second look."""
     if old and old != ZERO:
         if git.run("merge-base", "--is-ancestor", old, new, check=False).returncode != 0:
             return [
@@ -141,17 +186,26 @@ def check_range(git, old, new, rules):
             ]
         spec = [f"{old}..{new}"]
     else:
-        spec = [new]
+        old, spec = None, [new]
     listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
     commits = [line.split() for line in listing.splitlines() if line.strip()]
     signatures = _signatures(git, spec, rules)
-    return [
-        _check_commit(git, c[0], c[1:], signatures.get(c[0], ("N", "")), rules) for c in commits
-    ]
+    verdicts, base = [], old
+    for commit, *parents in commits:
+        if commit in refused:
+            verdicts.append(Verdict(commit, REFUSED_BEFORE))
+            continue
+        signature = signatures.get(commit, ("N", "", []))
+        verdict = _check_commit(git, commit, parents, base, signature, rules)
+        verdicts.append(verdict)
+        if verdict.ok:
+            base = commit
+    return verdicts
 
 
 def _signatures(git, spec, rules):
-    """{commit: (%G?, %GK)} from one ``git log`` verifying every signature of the range."""
+    """{commit: (%G?, %GK, [commits it says it left out])} from one ``git log`` verifying
+    every signature of the range."""
     config = []
     if rules.allowed_signers:
         config = [
@@ -160,47 +214,57 @@ def _signatures(git, spec, rules):
             "-c",
             f"gpg.ssh.allowedSignersFile={rules.allowed_signers}",
         ]
+    trailer = f"%(trailers:key={LEFT_OUT},valueonly,separator=%x20)"
     proc = subprocess.run(
-        ["git", *config, "--git-dir", git.git_dir, "log", "--format=%H %G? %GK", *spec],
+        ["git", *config, "--git-dir", git.git_dir, "log", f"--format=%H %G? %GK%x1f{trailer}%x1e",
+         *spec],
         capture_output=True,
         text=True,
     )
     found = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split()
+    for record in proc.stdout.split("\x1e"):
+        head, _, left_out = record.strip().partition("\x1f")
+        parts = head.split()
         if len(parts) >= 2:
-            found[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+            named = [c for c in left_out.split() if re.fullmatch(r"[0-9a-f]{40}", c)]
+            found[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "", named)
     return found
 
 
-def _check_commit(git, commit, parents, signature, rules):
+def _check_commit(git, commit, parents, base, signature, rules):
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
-        changes = _changes(git, commit, parents[0] if parents else None)
+        reason = _check_trees(git, commit, base)
+        if reason:
+            return Verdict(commit, reason)
+        changes = _changes(git, commit, base)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
     runs, reason = _check_changes(changes, rules, root=not parents)
     if reason:
         return Verdict(commit, reason)
-    if not runs:
-        return Verdict(commit, "" if not parents else "adds no run (an empty or non-run commit)")
-    if parents:
-        reason = _check_new_runs(git, parents[0], runs, rules)
-        if reason:
-            return Verdict(commit, reason)
-    reason = _check_sizes(git, changes, rules)
+    reason = _check_left_out(git, commit, changes, signature[2], rules)
     if reason:
         return Verdict(commit, reason)
-    reason = _check_signature(signature, sorted({site for site, _ in runs}), rules)
+    if not runs:
+        return Verdict(commit, "" if not parents else "adds no run (an empty or non-run commit)")
+    if base:
+        reason = _check_new_runs(git, base, runs, rules)
+        if reason:
+            return Verdict(commit, reason)
+    reason = _check_sizes(git, [c for c in changes if c[0] == "A"], rules)
+    if reason:
+        return Verdict(commit, reason)
+    reason = _check_signature(signature[:2], sorted({site for site, _ in runs}), rules)
     return Verdict(commit, reason, sorted(runs))
 
 
 def _changes(git, commit, parent):
-    """[(status, new mode, new blob, path)] of ``commit`` against its parent (or the empty
-    tree for a root commit); paths as bytes decoded with surrogateescape."""
+    """[(status, new mode, new blob, path)] of ``commit`` against ``parent`` (the last
+    accepted commit; None: the empty tree); paths as bytes decoded with surrogateescape."""
     args = ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-commit-id"]
-    args += [parent, commit] if parent else ["--root", commit]
+    args += [parent or EMPTY_TREE, commit]
     raw = git.run(*args).stdout.split(b"\0")
     changes = []
     for i in range(0, len(raw) - 1, 2):
@@ -213,7 +277,8 @@ def _changes(git, commit, parent):
 
 
 def _check_changes(changes, rules, root):
-    """({(site, run)}, reason): every change must add a regular file inside a run."""
+    """({(site, run)}, reason): every change must add a regular file inside a run, or leave
+    out a whole run (:func:`_check_left_out`)."""
     runs = set()
     for status, mode, _, path in changes:
         where = _run_of(path, rules.prefix)
@@ -221,18 +286,121 @@ def _check_changes(changes, rules, root):
             continue  # a root commit's other files are inert: never exported nor checked out
         if isinstance(where, str):
             return runs, f"{_shown(path)}: {where}"
+        if status == "D":
+            continue
         if status != "A":
-            verb = {"M": "modifies", "D": "deletes", "T": "changes the type of"}.get(
-                status, "changes"
-            )
+            verb = {"M": "modifies", "T": "changes the type of"}.get(status, "changes")
             return runs, f"{verb} {_shown(path)}: published runs are never changed"
         if mode not in REGULAR_MODES:
             kind = {"120000": "a symlink", "160000": "a gitlink (submodule)"}.get(
                 mode, f"mode {mode}"
             )
             return runs, f"{_shown(path)} is {kind}: runs hold regular files only"
+        inside = path[len(rules.prefix) :].split("/")[2:]
+        if not (
+            (len(inside) == 1 and inside[0] in RUN_TOP_FILES)
+            or (len(inside) > 1 and inside[0] in RUN_TOP_DIRS)
+        ):
+            return runs, (
+                f"{_shown(path)} is not a file a run holds (at its top: "
+                f"{', '.join(RUN_TOP_FILES)}, {'/, '.join(RUN_TOP_DIRS)}/ only)"
+            )
         runs.add(where)
     return runs, ""
+
+
+def _check_left_out(git, commit, changes, named, rules):
+    """A commit may leave out (delete against the last accepted tree) only whole runs that a
+    commit it names in its ``Sitebench-Left-Out`` trailer added: publish leaves out what its
+    site refused, and the sites that had accepted it keep their copy. Anything else that
+    disappears is a deletion, refused."""
+    gone = {}
+    for status, _, _, path in changes:
+        if status == "D":
+            gone.setdefault(_run_of(path, rules.prefix), []).append(path)
+    if not gone:
+        return ""
+    added = {}
+    for left in named:
+        if git.run("merge-base", "--is-ancestor", left, commit, check=False).returncode != 0:
+            continue
+        parent = git.run("rev-parse", "-q", "--verify", f"{left}^", check=False)
+        try:
+            for status, _, _, path in _changes(
+                git, left, parent.stdout.decode().strip() or None
+            ):
+                if status == "A":
+                    added.setdefault(_run_of(path, rules.prefix), set()).add(left)
+        except RuntimeError:
+            continue
+    for (site, run), paths in sorted(gone.items()):
+        whole = not git.text("ls-tree", "--name-only", commit, "--", f"{rules.prefix}{site}/{run}")
+        if not whole or (site, run) not in added:
+            return f"deletes {_shown(paths[0])}: published runs are never changed"
+    return ""
+
+
+def _check_trees(git, commit, base):
+    """The checks git's fsck makes of a tree, for every tree the commit holds that the last
+    accepted one did not: entries sorted as git sorts them, each name once (a file and a
+    folder of the same name included), no empty name, no '/', modes git writes, and each
+    entry's object of the type its mode says (a "blob" that is a tree is refused). An export
+    of such a tree would fail halfway on every site that took it."""
+    tree = _tree_of(git, commit)
+    pending = [(tree, _tree_of(git, base) if base else None, "")]
+    while pending:
+        wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
+        objects = git.objects(wanted)
+        later, leaves = [], []
+        for sha, old, where in pending:
+            kind, data = objects.get(sha, ("missing", b""))
+            if kind != "tree":
+                return f"{_shown(where or '/')} is a {kind}, listed as a tree"
+            entries, reason = _tree_entries(data)
+            if reason:
+                return f"malformed tree {_shown(where or '/')}: {reason} (git fsck refuses it)"
+            before = _tree_entries(objects.get(old, ("", b""))[1])[0] if old else {}
+            for name, (mode, sub) in entries.items():
+                if before.get(name) == (mode, sub):
+                    continue
+                path = f"{where}{name.decode('utf-8', errors='surrogateescape')}"
+                if mode == b"40000":
+                    old_mode, old_sub = before.get(name, (None, None))
+                    later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
+                elif mode != b"160000":
+                    leaves.append((sub, ENTRY_TYPES[mode], path))
+        kinds = git.kinds([sha for sha, _, _ in leaves])
+        for sha, kind, path in leaves:
+            if kinds.get(sha) != kind:
+                return f"{_shown(path)} is listed as a {kind} but is a {kinds.get(sha, 'missing object')}"
+        pending = later
+    return ""
+
+
+def _tree_of(git, commit):
+    return git.text("rev-parse", "-q", "--verify", f"{commit}^{{tree}}").strip()
+
+
+def _tree_entries(data):
+    """({name: (mode, sha)}, reason) of a raw tree object, with fsck's reason if malformed."""
+    entries, at, last = {}, 0, None
+    while at < len(data):
+        space, nul = data.find(b" ", at), data.find(b"\0", at)
+        if space < 0 or nul < 0 or space > nul or nul + 21 > len(data):
+            return entries, "a truncated entry"
+        mode, name, sha = data[at:space], data[space + 1 : nul], data[nul + 1 : nul + 21].hex()
+        at = nul + 21
+        if mode not in ENTRY_TYPES:
+            return entries, f"mode {mode.decode(errors='replace')!r} is not one git writes"
+        if not name or b"/" in name:
+            return entries, f"entry name {name!r} (empty or a path)"
+        if name in entries:
+            return entries, f"{name.decode(errors='replace')!r} twice (duplicate entries)"
+        key = name + (b"/" if mode == b"40000" else b"")
+        if last is not None and key <= last:
+            return entries, f"{name.decode(errors='replace')!r} out of git's order (not sorted)"
+        entries[name], last = (mode, sha), key
+    return entries, ""
 
 
 def _run_of(path, prefix):
@@ -280,7 +448,8 @@ def _bad_component(part):
 
 
 def _check_new_runs(git, parent, runs, rules):
-    """Each run the commit touches must be absent from its parent (never extended)."""
+    """Each run the commit touches must be absent from the last accepted commit ``parent``
+    (never extended)."""
     for site in sorted({site for site, _ in runs}):
         existing = set(
             git.text("ls-tree", "--name-only", "-z", parent, "--", f"{rules.prefix}{site}/").split(
