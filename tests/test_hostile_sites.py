@@ -723,3 +723,64 @@ def test_a_deletion_that_names_a_commit_is_still_a_deletion(tmp_path, protected)
     assert alpha.publish().published
     assert beta.pull().new == [("alpha", [second])]
     assert beta.runs("alpha") == sorted([first, second]) and beta.runs("mallory") == []
+
+
+def test_a_site_joining_during_a_force_push_pins_its_baseline_and_never_restores_it(tmp_path):
+    """Three honest sites and mallory on a plain remote. Mallory rewrites the branch;
+    gamma joins meanwhile and takes the rewrite as its baseline, delta joins pinning
+    alpha's commit and is refused. Alpha restores (recording the rewrite on the remote):
+    gamma is told to re-pin, its restore pushes nothing, and its pull --expect joins the
+    history the others hold; delta's pinned pull then works."""
+    world = _world(tmp_path, protected=False)
+    alpha, mallory = world.site("alpha"), world.site("mallory")
+    gamma, delta = world.site("gamma"), world.site("delta")
+    for joiner in (gamma, delta):
+        joiner.trusts(alpha, mallory)
+    first = alpha.new_run()
+    assert alpha.publish().published
+    with alpha.act():
+        assert main(["exchange", "accepted"]) == 0
+    pinned = git(world.bare, "rev-parse", "main").stdout.strip()
+
+    clone = world.hostile_clone()
+    rewrite_dropping_alphas_run(world, clone, mallory)
+    rewritten = git(world.bare, "rev-parse", "main").stdout.strip()
+
+    took = gamma.cli("pull", "--remote", str(world.bare))
+    assert took.returncode == 0 and gamma.runs("mallory") == [RUN], took.stdout
+    refused = delta.cli("pull", "--remote", str(world.bare), "--expect", pinned)
+    assert refused.returncode == 2 and f"does not hold {pinned}" in refused.stderr, refused
+    assert delta.runs("mallory") == [] and delta.runs("alpha") == []
+
+    assert alpha.cli("exchange", "restore").returncode == 0
+    assert git(world.bare, "rev-parse", "main").stdout.strip() == pinned
+    told = gamma.cli("pull")
+    assert told.returncode == 3 and "pull --expect COMMIT (never restore)" in told.stdout, told
+    restore = gamma.cli("exchange", "restore")
+    assert restore.returncode == 2 and "refused as a rewrite" in restore.stderr, restore
+    assert git(world.bare, "rev-parse", "main").stdout.strip() == pinned  # nothing pushed
+    assert git(world.bare, "rev-parse", f"refs/sitebench/refused/{rewritten}").returncode == 0
+
+    repinned = gamma.cli("pull", "--expect", pinned[:12])
+    assert repinned.returncode == 0 and gamma.runs("alpha") == [first], repinned
+    joined = delta.cli("pull", "--expect", pinned)
+    assert joined.returncode == 0 and delta.runs("alpha") == [first], joined
+    second = alpha.new_run()
+    assert alpha.publish().published
+    for site in (gamma, delta):
+        done = site.cli("pull")
+        assert done.returncode == 0 and site.runs("alpha") == sorted([first, second]), done
+
+
+def test_a_protected_remote_is_joined_with_the_commit_a_site_gives(tmp_path):
+    world = _world(tmp_path, protected=True)
+    alpha, gamma = world.site("alpha"), world.site("gamma")
+    gamma.trusts(alpha)
+    run = alpha.new_run()
+    assert alpha.publish().published
+    pinned = git(world.bare, "rev-parse", "main").stdout.strip()
+    wrong = gamma.cli("pull", "--remote", str(world.bare), "--expect", "0123456789ab")
+    assert wrong.returncode == 2 and "does not hold 0123456789ab" in wrong.stderr
+    assert gamma.runs("alpha") == []
+    joined = gamma.cli("pull", "--expect", pinned)
+    assert joined.returncode == 0 and gamma.runs("alpha") == [run], joined

@@ -6,6 +6,7 @@ was refused, and the runs found changed after they were indexed.
   ./sitebench exchange migrate --site SITE
   ./sitebench exchange quarantine
   ./sitebench exchange restore
+  ./sitebench exchange accepted
   ./sitebench exchange altered [SITE ...]"""
 
 description = (
@@ -29,6 +30,10 @@ def setup_parser(p):
     sub.add_parser(
         "restore",
         help="after a history rewrite on the remote: push back the history verified here",
+    )
+    sub.add_parser(
+        "accepted",
+        help="the last commit accepted here: what a joining site pins (pull --expect)",
     )
     alt = sub.add_parser(
         "altered", help="runs changed after they were indexed (exit 1 when there are any)"
@@ -56,6 +61,12 @@ def command(args):
         )
     elif args.action == "altered":
         return _altered(args.sites)
+    elif args.action == "accepted":
+        commit = exchange.Exchange(exchange.paths.results_dir()).rev(exchange.ACCEPTED)
+        if not commit:
+            print("nothing accepted here yet")
+            return 1
+        print(commit)
     elif args.action == "restore":
         done = exchange.restore()
         if not done.pushed:

@@ -30,6 +30,7 @@ import fcntl
 import hashlib
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -56,6 +57,8 @@ ACCEPTED = "refs/sitebench/accepted"
 FETCHED = "refs/sitebench/fetched"
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
+#: Where a restore records on the remote the rewritten tip it replaced.
+REFUSED_ON_REMOTE = "refs/sitebench/refused/"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
@@ -88,13 +91,15 @@ class Pulled:
     refused commit (kept under ``refs/sitebench/quarantine/``), ``kept`` runs that arrived
     different from the copy already here (the copy here is kept); ``left_out`` the commits
     after the last accepted one that were refused here (publish leaves them out, naming
-    them)."""
+    them); ``baseline_refused`` the history accepted here was refused as a rewrite by
+    another site's restore (re-pin with ``pull --expect``, never restore)."""
 
     new: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     rewritten: bool = False
     left_out: list = field(default_factory=list)
+    baseline_refused: bool = False
 
 
 class GitFailed(SitebenchError):
@@ -270,9 +275,13 @@ class Exchange:
 
     def _quarantine(self, verdict):
         line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
-        if self.rev(QUARANTINE + verdict.commit):
+        # A rewritten tip is kept apart: it is refused as a history, not as a commit (a
+        # site that re-pins its baseline may take that commit later).
+        rewrite = "rewrite-" if verdict.reason.startswith(verify.REWRITE) else ""
+        ref = f"{QUARANTINE}{rewrite}{verdict.commit}"
+        if self.rev(ref):
             return line  # refused before (a rewrite is met again by every pull)
-        self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
+        self.git("update-ref", ref, verdict.commit)
         self._log_refusal(verdict.commit, verdict.reason)
         return line
 
@@ -570,15 +579,61 @@ def open_exchange(results_root, remote=None, branch=None):
 # -- the two operations ----------------------------------------------------------------
 
 
-def pull(results_root=None, remote=None, branch=None):
-    """Bring every site's verified runs from the results remote; a :class:`Pulled`."""
+def pull(results_root=None, remote=None, branch=None, expect=None):
+    """Bring every site's verified runs from the results remote; a :class:`Pulled`.
+    ``expect``: a commit the remote's branch must hold (:func:`_pin`)."""
     ex = open_exchange(results_root, remote, branch)
     with ex.locked():
-        return _pull(ex)
+        tip = _fetched(ex)
+        if expect:
+            _pin(ex, tip, expect)
+        pulled = ex.accept(tip, _rules(ex))
+        if pulled.rewritten and tip is not None:
+            pulled.baseline_refused = bool(_refused_elsewhere(ex, tip))
+        return pulled
 
 
 def _pull(ex):
     return ex.accept(_fetched(ex), _rules(ex))
+
+
+def _pin(ex, tip, expect):
+    """A site joins the history it was told to expect (``pull --expect COMMIT``, a commit a
+    site it knows has accepted: ``exchange accepted`` prints it), not whatever the branch
+    holds while someone rewrites it. A baseline taken here before that the expected
+    history does not hold (joined during a rewrite) is let go: verified again from the
+    root, the expected history is accepted instead (the runs already here stay)."""
+    commit = ex.rev(expect) if re.fullmatch(r"[0-9a-fA-F]{7,40}", expect) else None
+    holds = (
+        tip is not None
+        and commit is not None
+        and ex.git("merge-base", "--is-ancestor", commit, tip, check=False).returncode == 0
+    )
+    if not holds:
+        raise SitebenchError(
+            f"the remote's branch does not hold {expect}, the commit you expect: the remote "
+            "is being rewritten, or the commit is not of this results repository; nothing "
+            "was taken",
+            "ask the site that gave you the commit; pull with --expect again once the "
+            "remote's history holds it (its admins run ./sitebench exchange restore)",
+        )
+    accepted = ex.rev(ACCEPTED)
+    if accepted and ex.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode:
+        ex.git("update-ref", "-d", ACCEPTED)
+        ex._log_refusal(accepted, f"baseline let go: the expected history {commit[:12]} does not hold it")
+
+
+def _refused_elsewhere(ex, tip):
+    """The commits accepted here that another site's restore recorded as a rewrite it
+    refused (``refs/sitebench/refused/<commit>`` on the remote), and the remote's branch
+    no longer holds."""
+    out = ex.git("ls-remote", ex.setting("remote"), f"{REFUSED_ON_REMOTE}*", check=False)
+    refused = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+    accepted = ex.rev(ACCEPTED)
+    if not refused or not accepted:
+        return []
+    ours = ex.git("rev-list", accepted, "--not", tip, check=False).stdout.split()
+    return [c for c in ours if c in refused]
 
 
 def _rules(ex):
@@ -693,10 +748,23 @@ def restore(results_root=None):
         if tip is not None and not ex.accept(tip, _rules(ex)).rewritten:
             # A pull, then: the remote holds everything accepted here.
             return Restored(False, ex.rev(ACCEPTED))
+        refused = _refused_elsewhere(ex, tip) if tip else []
+        if refused:
+            raise SitebenchError(
+                f"the history accepted here ({refused[0][:12]}) was refused as a rewrite by "
+                "another site's restore: this site joined or pulled while the branch was "
+                "rewritten, and restoring would push that rewrite back; nothing was pushed",
+                "join the history the other sites hold: ./sitebench pull --expect COMMIT "
+                "(a site you know prints its commit with ./sitebench exchange accepted)",
+            )
         remote, branch = ex.setting("remote"), ex.setting("branch", DEFAULT_BRANCH)
         lease = f"--force-with-lease=refs/heads/{branch}:{tip or ''}"
+        # The rewritten tip is recorded on the remote as refused, for the sites that took it
+        # meanwhile (their restore would push it back: see above).
+        record = [f"{tip}:{REFUSED_ON_REMOTE}{tip}"] if tip else []
         proc = ex.git(
-            "push", "--porcelain", lease, remote, f"{accepted}:refs/heads/{branch}", check=False
+            "push", "--porcelain", lease, remote, f"{accepted}:refs/heads/{branch}", *record,
+            check=False,
         )
         if proc.returncode != 0:
             raise SitebenchError(
