@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -417,7 +418,14 @@ def test_launcher_from_inside_a_results_directory_imports_nothing_from_it(world,
 def assert_signed_only_verified(world, site):
     """The remote read with plain git: every commit git verifies as ``site``'s holds
     nothing but the seed's README and ``site``'s own runs, byte for byte the template's (no
-    content another site pushed and ``site`` refused is ever under its signature)."""
+    content another site pushed and ``site`` refused is ever under its signature). The
+    commits beta refused are left out: a stolen key's, not the site's."""
+    refused = git(
+        world.site("beta").results / ".exchange",
+        "for-each-ref",
+        "--format=%(objectname)",
+        "refs/sitebench/quarantine/",
+    ).stdout.split()
     template = {
         p.relative_to(TEMPLATE).as_posix(): git(TEMPLATE, "hash-object", str(p)).stdout.strip()
         for p in TEMPLATE.rglob("*")
@@ -426,6 +434,8 @@ def assert_signed_only_verified(world, site):
     signed = signed_trees(world.bare, site)
     assert signed, "no commit of the site on the branch"
     for commit, files in signed.items():
+        if commit in refused:
+            continue
         for path, blob in files.items():
             if path == "README.md":
                 continue
@@ -784,3 +794,209 @@ def test_a_protected_remote_is_joined_with_the_commit_a_site_gives(tmp_path):
     assert gamma.runs("alpha") == []
     joined = gamma.cli("pull", "--expect", pinned)
     assert joined.returncode == 0 and gamma.runs("alpha") == [run], joined
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+
+
+def _mallorys_run(world, mutate):
+    """mallory publishes, in its own name and with its trusted key, a run whose report
+    ``mutate`` changed; beta pulls it."""
+    clone = world.hostile_clone()
+    files = run_files(world)
+    doc = json.loads((TEMPLATE / "report.json").read_text())
+    mutate(doc["runs"][0]["testcases"])
+    files[f"mallory/{RUN}/report.json"] = ("100644", json.dumps(doc).encode())
+    write_tree(clone, files)
+    assert world.push_as(clone, "results: mallory", key=world.site("mallory").key).returncode == 0
+    assert ("mallory", [RUN]) in world.site("beta").pull().new
+
+
+def test_control_characters_from_another_site_never_reach_the_terminal(tmp_path):
+    """A toolchain and a check named with terminal escape sequences: compare's table and
+    its caveat line (two toolchains pooled), regressions and the error lines print them
+    spelled out, never raw."""
+
+    def named(cases):
+        for case in cases:
+            if case["display_name"].startswith("StreamCheck %scale=quick %threads=all"):
+                case["environ"] = f"gnu{ESCAPES}"
+                case["display_name"] = f"StreamCheck{ESCAPES} %scale=quick %threads=all"
+
+    world = _world(tmp_path, protected=False)
+    alpha, beta = world.site("alpha"), world.site("beta")
+    alpha.new_run()
+    assert alpha.publish().published
+    _mallorys_run(world, named)
+    outputs = [
+        beta.cli("compare", "alpha", "mallory"),
+        beta.cli("regressions", "mallory"),
+        beta.cli("compare", "alpha", f"mallory%gnu{ESCAPES}x"),
+    ]
+    assert "pools the figures of 2 toolchains" in outputs[0].stdout, outputs[0]
+    assert "\\x1b]0;owned\\x07" in outputs[0].stdout
+    for proc in outputs:
+        assert "Traceback" not in proc.stderr, proc.stderr
+        for text in (proc.stdout, proc.stderr):
+            assert not any(ch in text for ch in "\x1b\x07\x9b"), repr(text)
+
+
+def test_a_wrong_typed_name_in_a_run_is_null_and_the_run_stays(tmp_path):
+    """results/README.md: values of the wrong type are stored as null and the run named,
+    never skipped. A display_name that is a number and one that is a list."""
+
+    def wrong(cases):
+        cases[1]["display_name"] = 42
+        cases[-1]["display_name"] = ["HplCheck"]
+        cases[-1]["environ"] = {"not": "a name"}
+
+    world = _world(tmp_path, protected=False)
+    beta = world.site("beta")
+    _mallorys_run(world, wrong)
+    from sitebench.results import store
+
+    with beta.act():
+        warnings = []
+        store.refresh_all(warn=warnings.append)
+        con = store.connect(sites=["mallory"])
+        runs = con.execute("SELECT count(*) FROM runs WHERE site = 'mallory'").fetchone()[0]
+        nulls = con.execute(
+            'SELECT count(*) FROM figures WHERE site = ? AND "check" IS NULL', ["mallory"]
+        ).fetchone()[0]
+        kept = con.execute(
+            'SELECT count(*) FROM figures WHERE site = ? AND "check" = ?', ["mallory", "StreamCheck"]
+        ).fetchone()[0]
+        flagged = store.flagged(["mallory"])
+    assert runs == 1 and nulls > 0 and kept > 0, (runs, nulls, kept, warnings)
+    assert flagged and flagged[0][1] == RUN and "wrong type" in flagged[0][2], flagged
+
+
+def test_a_protected_remote_takes_pushes_from_its_group(tmp_path):
+    """init-remote's repository: every directory group-writable and setgid from the start
+    (and those a push adds), so the other members of its group can push (git's own
+    core.sharedRepository=group, set by git init --shared)."""
+    old = os.umask(0o022)
+    try:
+        world = _world(tmp_path, protected=True)
+        alpha = world.site("alpha")
+        alpha.new_run()
+        assert alpha.publish().published
+    finally:
+        os.umask(old)
+    assert git(world.bare, "config", "core.sharedRepository").stdout.strip() in ("group", "1")
+    for where in ("objects", "refs"):
+        for path in [world.bare / where, *(p for p in (world.bare / where).rglob("*") if p.is_dir())]:
+            mode = path.stat().st_mode
+            assert mode & 0o2070 == 0o2070, (path, oct(mode))
+
+
+def test_pulled_runs_get_the_sites_usual_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        world = _world(tmp_path, protected=False)
+        alpha, beta = world.site("alpha"), world.site("beta")
+        run = alpha.new_run()
+        assert alpha.publish().published
+        assert beta.pull().new == [("alpha", [run])]
+    finally:
+        os.umask(old)
+    top = beta.results / "alpha" / run
+    for path in [top, *top.rglob("*")]:
+        want = 0o755 if path.is_dir() else 0o644
+        assert path.stat().st_mode & 0o777 == want, (path, oct(path.stat().st_mode))
+
+
+# -- keys with a lifecycle, runs bounded in time ---------------------------------------------
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_run_from_the_future_is_refused(tmp_path, protected):
+    """Run times are bounded by their commit's, and commit times by now: a run named 2030,
+    and a commit dated 2030, are each refused (a key's validity is checked at the commit's
+    time, so that time cannot run ahead)."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, run="20300101T000000Z-future"))
+    pushed = world.push_as(clone, "results: mallory", key=mallory.key)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if protected:
+        assert "dated after its commit" in pushed.stderr
+        git(clone, "reset", "-q", "--hard", "origin/main")
+    clone2 = world.hostile_clone()
+    write_tree(clone2, run_files(world))
+    git(clone2, "add", "-A")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
+    git(
+        clone2, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-qS", "-m", "r",
+        env={"GIT_COMMITTER_DATE": "2030-01-01T00:00:00Z", "GIT_AUTHOR_DATE": "2030-01-01T00:00:00Z"},
+    )
+    pushed = git(clone2, "push", "-q", "origin", "HEAD:main", check=False)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    run = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [run], sent
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [run])] and beta.runs("mallory") == [], pulled
+    if not protected:
+        refused = " | ".join(pulled.refused)
+        assert "dated after its commit" in refused and "committed in the future" in refused
+    assert_signed_only_verified(world, alpha)
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(
+    tmp_path, protected
+):
+    """alpha's key is stolen at ``since``: beta, the host and alpha itself revoke it from
+    then on, with git's own validity period; what it signed before stays, a run the thief
+    pushes in alpha's name after it is refused, and alpha's new key (trusted from
+    ``since``) publishes again, leaving the thief's commit out. gamma joins later with
+    beta's trust list and gets the same runs."""
+    world = _world(tmp_path, protected)
+    alpha, beta, gamma = world.site("alpha"), world.site("beta"), world.site("gamma")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    time.sleep(1.2)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    time.sleep(1.2)
+    revoke = ["trust", "revoke", "alpha", "--since", since]
+    if protected:
+        assert alpha.cli(*revoke, "--remote", str(world.bare)).returncode == 0
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, site="alpha"))
+    pushed = world.push_as(clone, "results: alpha: 1 run", key=alpha.key)  # the thief
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if protected:
+        assert "not at the commit's time" in pushed.stderr
+    for site in (beta, alpha):
+        done = site.cli(*revoke)
+        assert done.returncode == 0 and "1 key(s) valid only before" in done.stdout, done
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [first])], pulled
+    if not protected:
+        assert "not at the commit's time" in " | ".join(pulled.refused)
+    assert "valid-before=" in beta.cli("trust", "list").stdout
+
+    # The new key: alpha makes it, beta (and the host) trust it from the theft on.
+    for suffix in ("", ".pub"):
+        os.rename(f"{alpha.key}{suffix}", f"{alpha.key}.stolen{suffix}")
+    with alpha.act():
+        from sitebench.results import trust
+
+        trust.ensure_site_key("alpha")
+    rotated = ["trust", "add", "alpha", f"{alpha.key}.pub", "--valid-after", since]
+    assert beta.cli(*rotated).returncode == 0
+    if protected:
+        assert alpha.cli(*rotated, "--remote", str(world.bare)).returncode == 0
+    third = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [third], sent
+    assert beta.pull().new == [("alpha", [third])]
+    assert beta.runs("alpha") == sorted([first, third])
+    # A late joiner with beta's trust list takes the same runs, and not the thief's.
+    (gamma.home / "trust" / "allowed_signers").write_text(
+        (beta.home / "trust" / "allowed_signers").read_text()
+    )
+    assert gamma.cli("pull", "--remote", str(world.bare)).returncode in (0, 3)
+    assert gamma.runs("alpha") == sorted([first, third])

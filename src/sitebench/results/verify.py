@@ -21,7 +21,9 @@ One module, the standard library only, used twice: by ``./sitebench pull`` and
 * each run it touches did not exist before (runs are never modified, extended or deleted);
 * no file is over ``max_file`` bytes and no run over ``max_run``;
 * it is signed (SSH, ``gpg.format=ssh``) by a key trusted for every site it adds runs to,
-  or those sites are explicitly allowed unsigned.
+  or those sites are explicitly allowed unsigned; git checks the key's validity period
+  at the commit's time, a commit is not dated after now, and no run it adds is dated after
+  the commit.
 
 The trust list is an OpenSSH ``allowed_signers`` file whose principals are site names, one
 site per line (``beta ssh-ed25519 AAAA... comment``); git's own ``verify-commit`` machinery
@@ -30,12 +32,14 @@ sites trusted for it here, so a key trusted for one site cannot sign runs of ano
 """
 
 import base64
+import calendar
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 MAX_FILE = 16 * 2**20
@@ -50,6 +54,8 @@ MAX_COMPONENT = 255
 MAX_PATH = 1024
 REWRITE = "history rewrite"
 REFUSED_BEFORE = "refused here before"
+#: How far clocks of two sites may disagree.
+CLOCK_SKEW_S = 600
 #: The trailer of a publish commit naming a commit it left out (refused by its site).
 LEFT_OUT = "Sitebench-Left-Out"
 #: What a run holds at its top (results/README.md): nothing else travels, so no
@@ -72,6 +78,7 @@ class Rules:
     trusted: dict = field(default_factory=dict)
     unsigned_sites: frozenset = frozenset()
     allowed_signers: str = None
+    now: float = None  # the time commits are bounded by (None: the clock's)
 
 
 @dataclass
@@ -195,7 +202,7 @@ def check_range(git, old, new, rules, refused=frozenset()):
         if commit in refused:
             verdicts.append(Verdict(commit, REFUSED_BEFORE))
             continue
-        signature = signatures.get(commit, ("N", "", []))
+        signature = signatures.get(commit, ("N", "", [], 0))
         verdict = _check_commit(git, commit, parents, base, signature, rules)
         verdicts.append(verdict)
         if verdict.ok:
@@ -204,8 +211,9 @@ def check_range(git, old, new, rules, refused=frozenset()):
 
 
 def _signatures(git, spec, rules):
-    """{commit: (%G?, %GK, [commits it says it left out])} from one ``git log`` verifying
-    every signature of the range."""
+    """{commit: (%G?, %GK, [commits it says it left out], committer time)} from one
+    ``git log`` verifying every signature of the range (git checks a key's validity period,
+    ``valid-after``/``valid-before`` in allowed_signers, at the commit's time)."""
     config = []
     if rules.allowed_signers:
         config = [
@@ -216,7 +224,7 @@ def _signatures(git, spec, rules):
         ]
     trailer = f"%(trailers:key={LEFT_OUT},valueonly,separator=%x20)"
     proc = subprocess.run(
-        ["git", *config, "--git-dir", git.git_dir, "log", f"--format=%H %G? %GK%x1f{trailer}%x1e",
+        ["git", *config, "--git-dir", git.git_dir, "log", f"--format=%H %ct %G? %GK%x1f{trailer}%x1e",
          *spec],
         capture_output=True,
         text=True,
@@ -225,9 +233,10 @@ def _signatures(git, spec, rules):
     for record in proc.stdout.split("\x1e"):
         head, _, left_out = record.strip().partition("\x1f")
         parts = head.split()
-        if len(parts) >= 2:
+        if len(parts) >= 3 and parts[1].isdigit():
             named = [c for c in left_out.split() if re.fullmatch(r"[0-9a-f]{40}", c)]
-            found[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "", named)
+            key = parts[3] if len(parts) > 3 else ""
+            found[parts[0]] = (parts[2], key, named, int(parts[1]))
     return found
 
 
@@ -254,6 +263,9 @@ def _check_commit(git, commit, parents, base, signature, rules):
         if reason:
             return Verdict(commit, reason)
     reason = _check_sizes(git, [c for c in changes if c[0] == "A"], rules)
+    if reason:
+        return Verdict(commit, reason)
+    reason = _check_times(runs, signature[3], rules)
     if reason:
         return Verdict(commit, reason)
     reason = _check_signature(signature[:2], sorted({site for site, _ in runs}), rules)
@@ -484,6 +496,27 @@ def _check_sizes(git, changes, rules):
     return ""
 
 
+def _check_times(runs, committed, rules):
+    """A run's time (its name's) is no later than its commit's, and the commit's no later
+    than now: a run from the future is refused (a signing key's validity period is checked
+    by git at the commit's time, so that time must be bounded too)."""
+    now = rules.now if rules.now is not None else time.time()
+    if committed > now + CLOCK_SKEW_S:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(committed))
+        return f"committed in the future ({when}): commit times are bounded by now"
+    for site, run in sorted(runs):
+        try:
+            started = calendar.timegm(time.strptime(run[:16], "%Y%m%dT%H%M%SZ"))
+        except ValueError:
+            return f"the run {site}/{run} has no valid time in its name"
+        if started > committed + CLOCK_SKEW_S:
+            return (
+                f"the run {site}/{run} is dated after its commit: run times are bounded by "
+                "their commit's"
+            )
+    return ""
+
+
 def _check_signature(signature, sites, rules):
     status, key = signature
     unsigned_ok = all(site in rules.unsigned_sites for site in sites)
@@ -499,6 +532,12 @@ def _check_signature(signature, sites, rules):
     if status != "G":
         if unsigned_ok:
             return ""
+        if key in rules.trusted:
+            return (
+                f"signed by {key}, trusted for {', '.join(sorted(rules.trusted[key]))} but not "
+                "at the commit's time (outside its valid-after/valid-before: revoked or not "
+                "yet valid)"
+            )
         return f"signed by a key not trusted here ({key}): ./sitebench trust add SITE KEYFILE"
     allowed = rules.trusted.get(key, set())
     others = [site for site in sites if site not in allowed and site not in rules.unsigned_sites]
