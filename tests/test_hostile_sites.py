@@ -122,14 +122,17 @@ def bad_name(path, expect):
 
 def oversized_file(world, clone, m):
     write_tree(
-        clone, run_files(world, extra={f"mallory/{RUN}/output/big.bin": ("100644", b"0" * 300_000)})
+        clone,
+        run_files(world, extra={f"mallory/{RUN}/output/big.bin": ("100644", b"0" * 300_000)}),
     )
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 200000 per file"
 
 
 def oversized_run(world, clone, m):
-    extra = {f"mallory/{RUN}/output/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)}
+    extra = {
+        f"mallory/{RUN}/output/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)
+    }
     write_tree(clone, run_files(world, extra=extra))
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 1000000 bytes"
@@ -546,8 +549,19 @@ def _push_run_tree(world, clone, m, run_tree):
     top = raw_tree(clone, sorted(entries, key=lambda e: e[1] + ("/" if "40000" in e[0] else "")))
     sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={m.key}"]
     commit = git(
-        clone, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit-tree", top, "-S",
-        "-p", "HEAD", "-m", "results: mallory: 1 run",
+        clone,
+        *sign,
+        "-c",
+        "user.name=m",
+        "-c",
+        "user.email=m@m",
+        "commit-tree",
+        top,
+        "-S",
+        "-p",
+        "HEAD",
+        "-m",
+        "results: mallory: 1 run",
     ).stdout.strip()
     return git(clone, "push", "-q", "origin", f"{commit}:refs/heads/main", check=False)
 
@@ -556,12 +570,16 @@ def _malformed(kind):
     def case(world, clone, m):
         _, good = _good_run_tree(clone)
         entries = tree_entries(clone, good)
-        other = subprocess.run(
-            ["git", "-C", str(clone), "hash-object", "-w", "--stdin"],
-            input=b"{}",
-            capture_output=True,
-            check=True,
-        ).stdout.decode().strip()
+        other = (
+            subprocess.run(
+                ["git", "-C", str(clone), "hash-object", "-w", "--stdin"],
+                input=b"{}",
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .strip()
+        )
         if kind == "duplicate report.json":
             at = [e[1] for e in entries].index("report.json")
             entries.insert(at + 1, ("100644", "report.json", other))
@@ -569,7 +587,7 @@ def _malformed(kind):
         elif kind == "a file and a folder named output":
             at = [e[1] for e in entries].index("output")
             entries.insert(at, ("100644", "output", other))
-            expect = "'output' twice"
+            expect = "'output' twice (a file and a folder of one name)"
         elif kind == "a blob entry pointing at a tree":
             # A tree found nowhere else in the push (git's pack-objects refuses one it
             # also walks as a tree).
@@ -864,7 +882,8 @@ def test_a_wrong_typed_name_in_a_run_is_null_and_the_run_stays(tmp_path):
             'SELECT count(*) FROM figures WHERE site = ? AND "check" IS NULL', ["mallory"]
         ).fetchone()[0]
         kept = con.execute(
-            'SELECT count(*) FROM figures WHERE site = ? AND "check" = ?', ["mallory", "StreamCheck"]
+            'SELECT count(*) FROM figures WHERE site = ? AND "check" = ?',
+            ["mallory", "StreamCheck"],
         ).fetchone()[0]
         flagged = store.flagged(["mallory"])
     assert runs == 1 and nulls > 0 and kept > 0, (runs, nulls, kept, warnings)
@@ -885,7 +904,10 @@ def test_a_protected_remote_takes_pushes_from_its_group(tmp_path):
         os.umask(old)
     assert git(world.bare, "config", "core.sharedRepository").stdout.strip() in ("group", "1")
     for where in ("objects", "refs"):
-        for path in [world.bare / where, *(p for p in (world.bare / where).rglob("*") if p.is_dir())]:
+        for path in [
+            world.bare / where,
+            *(p for p in (world.bare / where).rglob("*") if p.is_dir()),
+        ]:
             mode = path.stat().st_mode
             assert mode & 0o2070 == 0o2070, (path, oct(mode))
 
@@ -928,8 +950,20 @@ def test_a_run_from_the_future_is_refused(tmp_path, protected):
     git(clone2, "add", "-A")
     sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
     git(
-        clone2, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-qS", "-m", "r",
-        env={"GIT_COMMITTER_DATE": "2030-01-01T00:00:00Z", "GIT_AUTHOR_DATE": "2030-01-01T00:00:00Z"},
+        clone2,
+        *sign,
+        "-c",
+        "user.name=m",
+        "-c",
+        "user.email=m@m",
+        "commit",
+        "-qS",
+        "-m",
+        "r",
+        env={
+            "GIT_COMMITTER_DATE": "2030-01-01T00:00:00Z",
+            "GIT_AUTHOR_DATE": "2030-01-01T00:00:00Z",
+        },
     )
     pushed = git(clone2, "push", "-q", "origin", "HEAD:main", check=False)
     assert (pushed.returncode != 0) == protected, pushed.stderr
@@ -945,9 +979,7 @@ def test_a_run_from_the_future_is_refused(tmp_path, protected):
 
 
 @pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
-def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(
-    tmp_path, protected
-):
+def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp_path, protected):
     """alpha's key is stolen at ``since``: beta, the host and alpha itself revoke it from
     then on, with git's own validity period; what it signed before stays, a run the thief
     pushes in alpha's name after it is refused, and alpha's new key (trusted from

@@ -64,8 +64,15 @@ LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
 #: Errors of this site's own file system while writing a run: raised (the next pull writes
 #: the run again), never taken as the incoming commit's fault.
-LOCAL_FAULTS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EIO, errno.EMFILE,
-                errno.ENFILE)
+LOCAL_FAULTS = (
+    errno.ENOSPC,
+    errno.EDQUOT,
+    errno.EROFS,
+    errno.EACCES,
+    errno.EIO,
+    errno.EMFILE,
+    errno.ENFILE,
+)
 #: ``./sitebench pull`` exits with this when it refused runs (the accepted ones arrived).
 REFUSED_EXIT = 3
 
@@ -620,7 +627,9 @@ def _pin(ex, tip, expect):
     accepted = ex.rev(ACCEPTED)
     if accepted and ex.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode:
         ex.git("update-ref", "-d", ACCEPTED)
-        ex._log_refusal(accepted, f"baseline let go: the expected history {commit[:12]} does not hold it")
+        ex._log_refusal(
+            accepted, f"baseline let go: the expected history {commit[:12]} does not hold it"
+        )
 
 
 def _refused_elsewhere(ex, tip):
@@ -763,7 +772,12 @@ def restore(results_root=None):
         # meanwhile (their restore would push it back: see above).
         record = [f"{tip}:{REFUSED_ON_REMOTE}{tip}"] if tip else []
         proc = ex.git(
-            "push", "--porcelain", lease, remote, f"{accepted}:refs/heads/{branch}", *record,
+            "push",
+            "--porcelain",
+            lease,
+            remote,
+            f"{accepted}:refs/heads/{branch}",
+            *record,
             check=False,
         )
         if proc.returncode != 0:

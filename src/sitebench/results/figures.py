@@ -94,7 +94,11 @@ def _case_vars(case, params):
     values = {name: value for name, value in _PARAM.findall(params)}
     keys = case.get("reference_keys")
     for key in keys if isinstance(keys, list) else []:
-        if isinstance(key, str) and isinstance(case.get(key), (str, int, float, bool)) or case.get(key) is None:
+        if (
+            isinstance(key, str)
+            and isinstance(case.get(key), (str, int, float, bool))
+            or case.get(key) is None
+        ):
             values[key] = case.get(key)
     return json.dumps(values, sort_keys=True)
 

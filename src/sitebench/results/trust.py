@@ -175,12 +175,23 @@ def revoke(site, since, fp=None, remote=None):
 def _entry(line):
     """(principal, fingerprint, [options], key) of an allowed_signers line."""
     parts = line.split()
-    at = next((i for i, p in enumerate(parts) if fingerprint(" ".join(parts[i:]))
-               and p.startswith(("ssh-", "ecdsa-", "sk-"))), None)
+    at = next(
+        (
+            i
+            for i, p in enumerate(parts)
+            if fingerprint(" ".join(parts[i:])) and p.startswith(("ssh-", "ecdsa-", "sk-"))
+        ),
+        None,
+    )
     if not parts or at is None:
         return (parts[0] if parts else "", None, [], "")
     options = ",".join(parts[1:at]).split(",") if at > 1 else []
-    return parts[0], fingerprint(" ".join(parts[at:])), [o for o in options if o], " ".join(parts[at:])
+    return (
+        parts[0],
+        fingerprint(" ".join(parts[at:])),
+        [o for o in options if o],
+        " ".join(parts[at:]),
+    )
 
 
 def _stamp(when):

@@ -63,8 +63,13 @@ LEFT_OUT = "Sitebench-Left-Out"
 RUN_TOP_FILES = ("report.json",)
 RUN_TOP_DIRS = ("perflogs", "output", "provenance", "failed-stage")
 #: git's tree entry modes (fsck refuses or warns on any other spelling) and their objects.
-ENTRY_TYPES = {b"100644": "blob", b"100755": "blob", b"120000": "blob", b"40000": "tree",
-               b"160000": "commit"}
+ENTRY_TYPES = {
+    b"100644": "blob",
+    b"100755": "blob",
+    b"120000": "blob",
+    b"40000": "tree",
+    b"160000": "commit",
+}
 
 
 @dataclass
@@ -152,7 +157,9 @@ class Git:
 
     def objects(self, shas):
         """{sha: (type, raw bytes)} of objects, from one ``cat-file --batch``."""
-        out = self.run("cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode()).stdout
+        out = self.run(
+            "cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode()
+        ).stdout
         found, at = {}, 0
         for sha in shas:
             end = out.index(b"\n", at)
@@ -169,7 +176,9 @@ class Git:
         """{sha: type} of objects present, from one ``cat-file --batch-check``."""
         if not shas:
             return {}
-        out = self.text("cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas).encode())
+        out = self.text(
+            "cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas).encode()
+        )
         return {p[0]: p[1] for p in (ln.split() for ln in out.splitlines()) if len(p) == 3}
 
 
@@ -224,8 +233,15 @@ def _signatures(git, spec, rules):
         ]
     trailer = f"%(trailers:key={LEFT_OUT},valueonly,separator=%x20)"
     proc = subprocess.run(
-        ["git", *config, "--git-dir", git.git_dir, "log", f"--format=%H %ct %G? %GK%x1f{trailer}%x1e",
-         *spec],
+        [
+            "git",
+            *config,
+            "--git-dir",
+            git.git_dir,
+            "log",
+            f"--format=%H %ct %G? %GK%x1f{trailer}%x1e",
+            *spec,
+        ],
         capture_output=True,
         text=True,
     )
@@ -338,9 +354,7 @@ def _check_left_out(git, commit, changes, named, rules):
             continue
         parent = git.run("rev-parse", "-q", "--verify", f"{left}^", check=False)
         try:
-            for status, _, _, path in _changes(
-                git, left, parent.stdout.decode().strip() or None
-            ):
+            for status, _, _, path in _changes(git, left, parent.stdout.decode().strip() or None):
                 if status == "A":
                     added.setdefault(_run_of(path, rules.prefix), set()).add(left)
         except RuntimeError:
@@ -384,7 +398,8 @@ def _check_trees(git, commit, base):
         kinds = git.kinds([sha for sha, _, _ in leaves])
         for sha, kind, path in leaves:
             if kinds.get(sha) != kind:
-                return f"{_shown(path)} is listed as a {kind} but is a {kinds.get(sha, 'missing object')}"
+                found = kinds.get(sha, "missing object")
+                return f"{_shown(path)} is listed as a {kind} but is a {found}"
         pending = later
     return ""
 
@@ -407,7 +422,9 @@ def _tree_entries(data):
         if not name or b"/" in name:
             return entries, f"entry name {name!r} (empty or a path)"
         if name in entries:
-            return entries, f"{name.decode(errors='replace')!r} twice (duplicate entries)"
+            clash = (entries[name][0] == b"40000") != (mode == b"40000")
+            what = "a file and a folder of one name" if clash else "duplicate entries"
+            return entries, f"{name.decode(errors='replace')!r} twice ({what})"
         key = name + (b"/" if mode == b"40000" else b"")
         if last is not None and key <= last:
             return entries, f"{name.decode(errors='replace')!r} out of git's order (not sorted)"
