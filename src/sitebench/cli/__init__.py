@@ -19,6 +19,7 @@ COMMANDS = (
     "nightly",
     "publish",
     "pull",
+    "show",
     "trust",
     "exchange",
     "compare",
