@@ -399,7 +399,8 @@ def _check_trees(git, commit, base):
                     later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
                 elif mode != b"160000":
                     leaves.append((sub, ENTRY_TYPES[mode], path))
-        kinds = git.kinds([sha for sha, _, _ in leaves])
+        absent = _absent(git, sorted({tree for tree, _, _ in pending})) if leaves else set()
+        kinds = git.kinds([sha for sha, _, _ in leaves if sha not in absent])
         for sha, kind, path in leaves:
             # A blob a partial copy has not fetched is checked when it is (git checks
             # every object it receives); one that is here must be what its mode says.
@@ -407,6 +408,15 @@ def _check_trees(git, commit, base):
                 return f"{_shown(path)} is listed as a {kind} but is a {kinds[sha]}"
         pending = later
     return ""
+
+
+def _absent(git, trees):
+    """The entries of ``trees`` (not deeper) a partial copy has not fetched, asked without
+    fetching them (``cat-file`` would fetch, or die where fetching is off)."""
+    if not trees:
+        return set()
+    out = git.text("rev-list", "--objects", "--missing=print", "--filter=tree:1", *trees)
+    return {ln[1:].strip() for ln in out.splitlines() if ln.startswith("?")}
 
 
 def _tree_of(git, commit):
