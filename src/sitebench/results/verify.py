@@ -160,21 +160,49 @@ class Git:
         return self.run(*args, **kw).stdout.decode("utf-8", errors="surrogateescape")
 
     def objects(self, shas):
-        """{sha: (type, raw bytes)} of objects, from one ``cat-file --batch``."""
-        out = self.run(
-            "cat-file", "--batch", stdin="".join(f"{s}\n" for s in shas).encode()
-        ).stdout
-        found, at = {}, 0
+        """{sha: (type, raw bytes)} of objects present (trees and commits: a partial copy
+        holds them all), read by one ``cat-file --batch`` kept open while this Git lives
+        (a commit's trees cost no process each)."""
+        found = {}
         for sha in shas:
-            end = out.index(b"\n", at)
-            head = out[at:end].split()
-            if len(head) != 3:
-                at = end + 1  # "<sha> missing"
-                continue
-            size = int(head[2])
-            found[sha] = (head[1].decode(), out[end + 1 : end + 1 + size])
-            at = end + 2 + size
+            got = self._read(sha)
+            if got:
+                found[sha] = got
         return found
+
+    @property
+    def partial(self):
+        """Whether the repository is a partial clone (objects it lacks are fetched)."""
+        if getattr(self, "_partial", None) is None:
+            proc = self.run("config", "--get", "extensions.partialClone", check=False)
+            self._partial = bool(proc.stdout.strip())
+        return self._partial
+
+    def _read(self, sha):
+        if getattr(self, "_reader", None) is None or self._reader.poll() is not None:
+            self._reader = subprocess.Popen(
+                ["git", *self.config, "--git-dir", self.git_dir, "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            self._reader.stdin.write(f"{sha}\n".encode())
+            self._reader.stdin.flush()
+            head = self._reader.stdout.readline().split()
+            if len(head) != 3:
+                return None  # "<sha> missing", or git gave up on it
+            data = self._reader.stdout.read(int(head[2]) + 1)[:-1]
+            return head[1].decode(), data
+        except (BrokenPipeError, ValueError):
+            self.close()
+            return None
+
+    def close(self):
+        reader, self._reader = getattr(self, "_reader", None), None
+        if reader is not None:
+            reader.stdin.close()
+            reader.wait()
 
     def kinds(self, shas):
         """{sha: type} of objects present, from one ``cat-file --batch-check``."""
@@ -211,6 +239,13 @@ def check_range(git, old, new, rules, refused=frozenset()):
     commits = [line.split() for line in listing.splitlines() if line.strip()]
     signatures = _signatures(git, spec, rules)
     verdicts, base = [], old
+    try:
+        return _judge(git, commits, signatures, refused, rules, verdicts, base)
+    finally:
+        git.close()
+
+
+def _judge(git, commits, signatures, refused, rules, verdicts, base):
     for commit, *parents in commits:
         if commit in refused:
             verdicts.append(Verdict(commit, REFUSED_BEFORE))
@@ -378,10 +413,11 @@ def _check_trees(git, commit, base):
     of such a tree would fail halfway on every site that took it."""
     tree = _tree_of(git, commit)
     pending = [(tree, _tree_of(git, base) if base else None, "")]
+    leaves, parents = [], set()
     while pending:
         wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
         objects = git.objects(wanted)
-        later, leaves = [], []
+        later = []
         for sha, old, where in pending:
             kind, data = objects.get(sha, ("missing", b""))
             if kind != "tree":
@@ -399,14 +435,15 @@ def _check_trees(git, commit, base):
                     later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
                 elif mode != b"160000":
                     leaves.append((sub, ENTRY_TYPES[mode], path))
-        absent = _absent(git, sorted({tree for tree, _, _ in pending})) if leaves else set()
-        kinds = git.kinds([sha for sha, _, _ in leaves if sha not in absent])
-        for sha, kind, path in leaves:
-            # A blob a partial copy has not fetched is checked when it is (git checks
-            # every object it receives); one that is here must be what its mode says.
-            if sha in kinds and kinds[sha] != kind:
-                return f"{_shown(path)} is listed as a {kind} but is a {kinds[sha]}"
+                    parents.add(sha)
         pending = later
+    absent = _absent(git, sorted(parents)) if leaves and git.partial else set()
+    kinds = git.kinds([sha for sha, _, _ in leaves if sha not in absent])
+    for sha, kind, path in leaves:
+        # A blob a partial copy has not fetched is checked when it is (git checks every
+        # object it receives); one that is here must be what its mode says.
+        if sha in kinds and kinds[sha] != kind:
+            return f"{_shown(path)} is listed as a {kind} but is a {kinds[sha]}"
     return ""
 
 
@@ -420,7 +457,10 @@ def _absent(git, trees):
 
 
 def _tree_of(git, commit):
-    return git.text("rev-parse", "-q", "--verify", f"{commit}^{{tree}}").strip()
+    kind, data = git.objects([commit]).get(commit, ("missing", b""))
+    if kind != "commit" or not data.startswith(b"tree "):
+        raise RuntimeError(f"{commit[:12]} is not a commit here")
+    return data[5:45].decode()
 
 
 def _tree_entries(data):
