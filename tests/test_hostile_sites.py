@@ -1086,8 +1086,10 @@ def test_oversized_bulk_is_never_fetched_and_show_refuses_it(world, extra, expec
 
 
 def test_bulk_rewritten_after_its_figures_were_taken_is_refused_show_gives_the_accepted(world):
-    """A later commit changing an accepted run's output is refused; the accepted tip then
-    holds the change (commits after it are accepted), yet show writes the run as accepted."""
+    """A later commit changing an accepted run's output is refused; neither the accepted
+    commit here nor alpha's next signed commit holds the change (each commit is judged
+    against the last accepted one, publish signs the accepted tree), and show writes the
+    run as accepted."""
     alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
     first = alpha.new_run()
     assert alpha.publish().published and beta.pull().new == [("alpha", [first])]
@@ -1101,7 +1103,11 @@ def test_bulk_rewritten_after_its_figures_were_taken_is_refused_show_gives_the_a
     assert any("modifies" in line and OUT in line for line in pulled.refused), pulled
     tip = git(beta.results / ".exchange", "rev-parse", "refs/sitebench/accepted").stdout.strip()
     changed = git(beta.results / ".exchange", "rev-parse", f"{tip}:alpha/{first}/{OUT}")
-    assert changed.stdout.strip() == _blob(clone, f"alpha/{first}/{OUT}")  # the tip holds it
+    assert changed.stdout.strip() != _blob(clone, f"alpha/{first}/{OUT}")
+    assert (
+        git(TEMPLATE, "hash-object", str(TEMPLATE / OUT)).stdout.strip() == changed.stdout.strip()
+    )
+    assert_signed_only_verified(world, alpha)
     assert tree_bytes(beta.show("alpha", first)) == tree_bytes(TEMPLATE)
     assert tree_bytes(beta.show("alpha", second)) == tree_bytes(TEMPLATE)
 
