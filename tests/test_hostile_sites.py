@@ -1138,3 +1138,45 @@ def test_a_remote_that_now_serves_other_bytes_for_a_run_is_refused_by_show(world
         assert store.refresh("alpha") == 1
         runs = store.connect(sites=["alpha"]).sql("SELECT run, origin FROM runs").fetchall()
     assert [r for r, _ in runs] == [run] and runs[0][1].startswith("exchange ")
+
+
+def test_the_store_indexes_other_sites_runs_from_git_once_and_refuses_hostile_ones(
+    world, monkeypatch
+):
+    """Runs of other sites are indexed from the exchange's objects: only those accepted
+    since the last refresh, never ``lstat``-ed, not again once written out by show; a
+    hostile report is named on one line and skipped, the others indexed."""
+    from sitebench.results import runfiles, store
+    from sitebench.results.rundirs import load_run
+
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    clone = world.hostile_clone()
+    deep = {f"mallory/{RUN}/report.json": ("100644", b"[" * 5000 + b"]" * 5000)}
+    write_tree(clone, run_files(world, extra=deep))
+    world.push_as(clone, "results: mallory", key=mallory.key)
+    assert beta.pull().refused == []
+    said = []
+    with beta.act():
+        assert store.refresh_all(warn=said.append) == {"alpha": 1, "mallory": 0}
+        assert [line for line in said if f"mallory/{RUN}" in line] == said and len(said) == 1
+        assert "report.json" in said[0]
+        second = alpha.new_run()
+        assert alpha.publish().published and beta.pull().new == [("alpha", [second])]
+
+        def no_lstat(run_path, relatives):
+            raise AssertionError(f"lstat of {run_path}: a run from git has no files to stat")
+
+        monkeypatch.setattr(runfiles, "stats", no_lstat)
+        assert store.refresh("alpha") == 1  # only the run the pull brought
+        beta.show("alpha", first)
+        assert store.refresh("alpha") == 0  # written out: the same tree, indexed once
+        con = store.connect(sites=["alpha"])
+        runs = con.sql("SELECT run, origin FROM runs ORDER BY run").fetchall()
+        count = con.execute("SELECT count(*) FROM figures WHERE run = ?", [first]).fetchall()[0][0]
+    assert [r for r, _ in runs] == sorted([first, second])
+    assert all(origin.startswith("exchange ") for _, origin in runs)
+    with beta.act():
+        expected = len(list(store.figures.rows_of_run(load_run(TEMPLATE), job_wall=True)))
+    assert count == expected > 0
