@@ -140,6 +140,12 @@ class World:
         git(seed, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "seed")
         git(seed, "push", "-q", str(self.bare), "main")
 
+    def trust_file(self, *names):
+        """An allowed_signers file trusting these sites' keys (a protected remote's list)."""
+        path = self.tmp / f"signers-{'-'.join(names)}"
+        path.write_text("".join(f"{n} {self.site(n).public}\n" for n in names))
+        return path
+
     def hostile_clone(self, name="mallory"):
         """A plain git clone of the shared repository, as a hostile site works with it."""
         path = self.tmp / f"hostile-{name}-{len(list(self.tmp.glob('hostile-*')))}"
@@ -232,3 +238,60 @@ def _mktree(clone, tree):
     )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.strip()
+
+
+def raw_tree(clone, entries):
+    """A tree object written byte for byte, in the order given, with
+    ``hash-object --literally``: entries git's own commands would sort, merge or refuse
+    (duplicates, a file and a folder of one name, unsorted). ``entries``: (mode, name, sha)."""
+    data = b"".join(
+        mode.lstrip("0").encode() + b" " + name.encode() + b"\0" + bytes.fromhex(sha)
+        for mode, name, sha in entries
+    )
+    return (
+        subprocess.run(
+            ["git", "-C", str(clone), "hash-object", "--literally", "-t", "tree", "-w", "--stdin"],
+            input=data,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .strip()
+    )
+
+
+def tree_entries(clone, treeish):
+    """[(mode, name, sha)] of one tree, in git's order."""
+    out = git(clone, "ls-tree", "-z", treeish).stdout
+    entries = []
+    for entry in filter(None, out.split("\0")):
+        meta, _, name = entry.partition("\t")
+        mode, _, sha = meta.split()
+        entries.append((mode, name, sha))
+    return entries
+
+
+def signed_trees(bare, site):
+    """{commit: {path: blob}} of every commit on the branch whose signature git verifies as
+    ``site``'s (plain git: ``log %G?`` against an allowed_signers of that site alone)."""
+    signers = bare.parent / f"only-{site.name}"
+    signers.write_text(f"{site.name} {site.public}\n")
+    log = git(
+        bare,
+        "-c",
+        "gpg.format=ssh",
+        "-c",
+        f"gpg.ssh.allowedSignersFile={signers}",
+        "log",
+        "--format=%H %G?",
+        "main",
+    ).stdout.split("\n")
+    found = {}
+    for line in filter(None, log):
+        commit, status = line.split()
+        if status == "G":
+            listing = git(bare, "ls-tree", "-r", "-z", commit).stdout
+            found[commit] = {
+                e.partition("\t")[2]: e.split()[2] for e in filter(None, listing.split("\0"))
+            }
+    return found

@@ -300,12 +300,16 @@ def test_allow_unsigned_takes_that_sites_unsigned_runs_and_no_other(tmp_path):
     pulled = beta.pull()
     assert pulled.new == [] and len(pulled.refused) == 2, pulled
     assert beta.cli("trust", "allow-unsigned", "delta").returncode == 0
-    # Refused commits stay refused; the next unsigned commit of delta's is taken.
+    # Refused commits stay refused, and count for nothing: each commit is judged against
+    # the last one accepted, so delta's next unsigned commit is taken once it no longer
+    # carries omega's refused run (it brings its own refused run again, now allowed).
+    shutil.rmtree(clone / "omega")
     (clone / "delta" / "20261126T040404Z-unsgnd").mkdir(parents=True)
     (clone / "delta" / "20261126T040404Z-unsgnd" / "report.json").write_text("{}")
     world.push_as(clone, "results: delta")
     pulled = beta.pull()
-    assert pulled.new == [("delta", ["20261126T040404Z-unsgnd"])], pulled
+    runs = ["20261126T030303Z-unsgnd", "20261126T040404Z-unsgnd"]
+    assert pulled.new == [("delta", runs)] and pulled.refused == [], pulled
     assert beta.runs("omega") == []
 
 

@@ -10,13 +10,23 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
 from conftest import ROOT
 from sitebench.common.errors import SitebenchError
 from sitebench.cli import main
-from exchange_world import TEMPLATE, World, git, plumb_commit, tree_bytes
+from exchange_world import (
+    TEMPLATE,
+    World,
+    git,
+    plumb_commit,
+    raw_tree,
+    signed_trees,
+    tree_bytes,
+    tree_entries,
+)
 
 pytestmark = pytest.mark.reliability_input
 
@@ -160,7 +170,7 @@ def delete_one_file(world, clone, m):
 
 
 def extend_published(world, clone, m):
-    (alpha_run(clone) / "extra.json").write_text("{}")
+    (alpha_run(clone) / "output" / "extra.json").write_text("{}")
     world.push_as(clone, "results: alpha", key=m.key)
     return "adds files to the published run alpha/"
 
@@ -340,6 +350,7 @@ def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
         assert beta.runs("alpha") == sorted([first, second])
         assert pulled.new == [("alpha", [second])]
     assert beta.runs("mallory") == []
+    assert_signed_only_verified(world, alpha)
     # Kept aside for inspection, named with its reason.
     refs = git(beta.results / ".exchange", "for-each-ref", "refs/sitebench/quarantine/").stdout
     assert refs.strip()
@@ -410,6 +421,34 @@ def test_launcher_from_inside_a_results_directory_imports_nothing_from_it(world,
     assert not world.marker.exists()
 
 
+def assert_signed_only_verified(world, site):
+    """The remote read with plain git: every commit git verifies as ``site``'s holds
+    nothing but the seed's README and ``site``'s own runs, byte for byte the template's (no
+    content another site pushed and ``site`` refused is ever under its signature). The
+    commits beta refused are left out: a stolen key's, not the site's."""
+    refused = git(
+        world.site("beta").results / ".exchange",
+        "for-each-ref",
+        "--format=%(objectname)",
+        "refs/sitebench/quarantine/",
+    ).stdout.split()
+    template = {
+        p.relative_to(TEMPLATE).as_posix(): git(TEMPLATE, "hash-object", str(p)).stdout.strip()
+        for p in TEMPLATE.rglob("*")
+        if p.is_file()
+    }
+    signed = signed_trees(world.bare, site)
+    assert signed, "no commit of the site on the branch"
+    for commit, files in signed.items():
+        if commit in refused:
+            continue
+        for path, blob in files.items():
+            if path == "README.md":
+                continue
+            owner, run, rel = (path.split("/", 2) + ["", ""])[:3]
+            assert owner == site.name and template.get(rel) == blob, (commit[:12], path)
+
+
 def _assert_secret_unread(world, output):
     secret = world.secret.read_text().strip()
     assert secret not in output
@@ -459,7 +498,7 @@ CONTENT = {
     "deeply nested report": {"report.json": lambda w: b"[" * 90_000 + b"]" * 90_000},
     "report not JSON": {"report.json": lambda w: b"\xff\xfe{not json"},
     "report a bare number": {"report.json": lambda w: b"1e999999"},
-    "provenance a list": {"provenance.json": lambda w: b"[1, 2, 3]"},
+    "provenance a list": {"provenance/provenance.json": lambda w: b"[1, 2, 3]"},
     "perflog garbage": {
         "perflogs/local/default/StreamCheck.log": lambda w: b"\x00|||" * 10_000 + b"\n"
     },
@@ -491,6 +530,515 @@ def test_hostile_content_in_a_sites_own_run_is_read_defensively(world, name, tmp
     assert "Traceback" not in out.err
     assert not world.marker.exists()
     _assert_secret_unread(world, out.out + out.err + (tmp_path / "report.html").read_text())
+
+
+# -- second round (issue 39): trees git's fsck refuses, what publish signs, baselines ------
+
+
+def _good_run_tree(clone):
+    """(root tree of HEAD plus a well-formed mallory run, that run's tree) in ``clone``."""
+    write_tree(clone, run_files(None))
+    git(clone, "add", "-A")
+    root = git(clone, "write-tree").stdout.strip()
+    return root, git(clone, "rev-parse", f"{root}:mallory/{RUN}").stdout.strip()
+
+
+def _push_run_tree(world, clone, m, run_tree):
+    """Commit HEAD's tree plus ``mallory/<RUN>`` = ``run_tree`` (any bytes), signed by
+    mallory's own trusted key, and push it with plain git; the push's result."""
+    site = raw_tree(clone, [("40000", RUN, run_tree)])
+    entries = [e for e in tree_entries(clone, "HEAD") if e[1] != "mallory"]
+    entries.append(("040000", "mallory", site))
+    top = raw_tree(clone, sorted(entries, key=lambda e: e[1] + ("/" if "40000" in e[0] else "")))
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={m.key}"]
+    commit = git(
+        clone,
+        *sign,
+        "-c",
+        "user.name=m",
+        "-c",
+        "user.email=m@m",
+        "commit-tree",
+        top,
+        "-S",
+        "-p",
+        "HEAD",
+        "-m",
+        "results: mallory: 1 run",
+    ).stdout.strip()
+    return git(clone, "push", "-q", "origin", f"{commit}:refs/heads/main", check=False)
+
+
+def _malformed(kind):
+    def case(world, clone, m):
+        _, good = _good_run_tree(clone)
+        entries = tree_entries(clone, good)
+        other = (
+            subprocess.run(
+                ["git", "-C", str(clone), "hash-object", "-w", "--stdin"],
+                input=b"{}",
+                capture_output=True,
+                check=True,
+            )
+            .stdout.decode()
+            .strip()
+        )
+        if kind == "duplicate report.json":
+            at = [e[1] for e in entries].index("report.json")
+            entries.insert(at + 1, ("100644", "report.json", other))
+            expect = "'report.json' twice"
+        elif kind == "a file and a folder named output":
+            at = [e[1] for e in entries].index("output")
+            entries.insert(at, ("100644", "output", other))
+            expect = "'output' twice (a file and a folder of one name)"
+        elif kind == "a blob entry pointing at a tree":
+            # A tree found nowhere else in the push (git's pack-objects refuses one it
+            # also walks as a tree).
+            tree = raw_tree(clone, [("100644", "x", other)])
+            entries = [(mo, n, tree if n == "report.json" else sha) for mo, n, sha in entries]
+            expect = "is listed as a blob but is a tree"
+        else:  # unsorted
+            entries.reverse()
+            expect = "out of git's order"
+        return _push_run_tree(world, clone, m, raw_tree(clone, entries)), expect
+
+    case.__name__ = kind
+    return case
+
+
+def _top_of_run(name):
+    def case(world, clone, m):
+        files = run_files(world)
+        files[f"mallory/{RUN}/{name}"] = ("100644", payload(world).encode())
+        write_tree(clone, files)
+        git(clone, "add", "-A", "-f")
+        root = git(clone, "write-tree").stdout.strip()
+        run_tree = git(clone, "rev-parse", f"{root}:mallory/{RUN}").stdout.strip()
+        return _push_run_tree(world, clone, m, run_tree), "is not a file a run holds"
+
+    case.__name__ = f"{name} at a run's top"
+    return case
+
+
+SECOND_ROUND = [
+    _malformed("duplicate report.json"),
+    _malformed("a file and a folder named output"),
+    _malformed("a blob entry pointing at a tree"),
+    _malformed("unsorted entries"),
+    _top_of_run("sitecustomize.py"),
+    _top_of_run("evil.pth"),
+    _top_of_run("sitebench/__init__.py"),
+]
+
+
+def _world(tmp_path, protected, trusting_mallory=("alpha", "beta")):
+    world = World(tmp_path, protected=protected)
+    world.marker = tmp_path / "PWNED"
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    beta.trusts(alpha)
+    for name in trusting_mallory:
+        world.site(name).trusts(mallory)
+    world.make_remote(signers=world.trust_file("alpha", "beta", "mallory", "gamma"))
+    return world
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+@pytest.mark.parametrize("case", SECOND_ROUND, ids=lambda c: c.__name__)
+def test_a_tree_git_refuses_is_one_refused_commit_and_every_site_goes_on(
+    tmp_path, protected, case
+):
+    """A run of mallory's own, signed by its trusted key, whose tree git's fsck refuses (or
+    that holds files Python would import from a run folder): refused with its reason by
+    every pull; alpha keeps publishing, beta and a newcomer keep pulling, and no commit
+    alpha signs holds any of it. A protected remote refuses the push itself."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [first])]
+
+    pushed, expected = case(world, world.hostile_clone(), mallory)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+
+    second = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [second], sent
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [second])], pulled
+    if not protected:
+        assert expected in " | ".join(pulled.refused), pulled
+        assert expected in " | ".join(sent.refused), sent
+    assert beta.runs("mallory") == []
+    assert_signed_only_verified(world, alpha)
+    # Later pulls and a site joining now: no traceback, no refusal left to block them.
+    again = beta.cli("pull")
+    assert again.returncode == 0 and "Traceback" not in again.stderr, again.stderr
+    gamma = world.site("gamma")
+    gamma.trusts(alpha)
+    joined = gamma.cli("pull", "--remote", str(world.bare))
+    assert joined.returncode in (0, 3) and "Traceback" not in joined.stderr, joined.stderr
+    assert gamma.runs("alpha") == sorted([first, second])
+    assert not world.marker.exists()
+
+
+def test_with_the_tree_checks_off_a_run_no_file_system_holds_stops_nothing(tmp_path, monkeypatch):
+    """Defence in depth: with the fsck-like checks switched off, a duplicate entry passes
+    verification; pull writes nothing (the run stays in git) and ``show`` refuses to write
+    it with a clear error (no FileExistsError, no half run), and alpha's runs still arrive."""
+    from sitebench.common.errors import SitebenchError
+    from sitebench.results import verify
+
+    monkeypatch.setattr(verify, "_check_trees", lambda *args: "")
+    world = _world(tmp_path, protected=False)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    pushed, _ = SECOND_ROUND[0](world, world.hostile_clone(), mallory)
+    assert pushed.returncode == 0
+    run = alpha.new_run()
+    assert alpha.publish().published
+    pulled = beta.pull()
+    assert ("alpha", [run]) in pulled.new, pulled
+    with pytest.raises(SitebenchError) as err:
+        beta.show("mallory", RUN)
+    assert "cannot be written as files (FileExistsError" in str(err.value)
+    assert not (beta.results / "mallory" / RUN).exists()
+    assert not list((beta.results / "mallory").glob(".incoming-*"))
+    assert beta.show("alpha", run).is_dir()
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_what_a_site_refused_is_left_out_and_accepted_where_it_was_taken(tmp_path, protected):
+    """Trust lists differ: beta (and the host) trust mallory, alpha does not. Alpha's
+    publish leaves mallory's run out of what it signs, naming the commit; beta, which took
+    that run, accepts alpha's commit all the same and keeps mallory's run."""
+    world = _world(tmp_path, protected, trusting_mallory=("beta",))
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world))
+    assert world.push_as(clone, "results: mallory: 1 run", key=mallory.key).returncode == 0
+    theirs = git(clone, "rev-parse", "HEAD").stdout.strip()
+    assert beta.pull().new == [("mallory", [RUN])]
+
+    run = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [run], sent
+    assert "not trusted here" in " | ".join(sent.refused)
+    assert f"Sitebench-Left-Out: {theirs}" in git(world.bare, "log", "-1", "main").stdout
+    assert_signed_only_verified(world, alpha)
+    pulled = beta.pull()
+    assert pulled.refused == [] and pulled.new == [("alpha", [run])], pulled
+    assert beta.runs("mallory") == [RUN]
+    # mallory's next run is judged on what it adds, at both sites.
+    later = mallory.new_run()
+    mallory.trusts(alpha)
+    assert mallory.publish().published
+    assert beta.pull().new == [("mallory", [later])]
+    assert alpha.publish().refused  # alpha still refuses mallory's runs, still publishes
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_deletion_that_names_a_commit_is_still_a_deletion(tmp_path, protected):
+    """Naming a commit in the trailer leaves out only runs that commit added: mallory
+    removing alpha's run and naming an unrelated commit is refused as a deletion."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    beta.pull()
+    clone = world.hostile_clone()
+    root = git(clone, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
+    shutil.rmtree(alpha_run(clone))
+    write_tree(clone, run_files(world))
+    pushed = world.push_as(
+        clone, f"results: mallory\n\nSitebench-Left-Out: {root}", key=mallory.key
+    )
+    assert (pushed.returncode != 0) == protected
+    if not protected:
+        assert "deletes" in " | ".join(beta.pull().refused)
+    second = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [second])]
+    assert beta.runs("alpha") == sorted([first, second]) and beta.runs("mallory") == []
+
+
+def test_a_site_joining_during_a_force_push_pins_its_baseline_and_never_restores_it(tmp_path):
+    """Three honest sites and mallory on a plain remote. Mallory rewrites the branch;
+    gamma joins meanwhile and takes the rewrite as its baseline, delta joins pinning
+    alpha's commit and is refused. Alpha restores (recording the rewrite on the remote):
+    gamma is told to re-pin, its restore pushes nothing, and its pull --expect joins the
+    history the others hold; delta's pinned pull then works."""
+    world = _world(tmp_path, protected=False)
+    alpha, mallory = world.site("alpha"), world.site("mallory")
+    gamma, delta = world.site("gamma"), world.site("delta")
+    for joiner in (gamma, delta):
+        joiner.trusts(alpha, mallory)
+    first = alpha.new_run()
+    assert alpha.publish().published
+    with alpha.act():
+        assert main(["exchange", "accepted"]) == 0
+    pinned = git(world.bare, "rev-parse", "main").stdout.strip()
+
+    clone = world.hostile_clone()
+    rewrite_dropping_alphas_run(world, clone, mallory)
+    rewritten = git(world.bare, "rev-parse", "main").stdout.strip()
+
+    took = gamma.cli("pull", "--remote", str(world.bare))
+    assert took.returncode == 0 and gamma.runs("mallory") == [RUN], took.stdout
+    refused = delta.cli("pull", "--remote", str(world.bare), "--expect", pinned)
+    assert refused.returncode == 2 and f"does not hold {pinned}" in refused.stderr, refused
+    assert delta.runs("mallory") == [] and delta.runs("alpha") == []
+
+    assert alpha.cli("exchange", "restore").returncode == 0
+    assert git(world.bare, "rev-parse", "main").stdout.strip() == pinned
+    told = gamma.cli("pull")
+    assert told.returncode == 3 and "pull --expect COMMIT (never restore)" in told.stdout, told
+    restore = gamma.cli("exchange", "restore")
+    assert restore.returncode == 2 and "refused as a rewrite" in restore.stderr, restore
+    assert git(world.bare, "rev-parse", "main").stdout.strip() == pinned  # nothing pushed
+    assert git(world.bare, "rev-parse", f"refs/sitebench/refused/{rewritten}").returncode == 0
+
+    repinned = gamma.cli("pull", "--expect", pinned[:12])
+    assert repinned.returncode == 0 and gamma.runs("alpha") == [first], repinned
+    joined = delta.cli("pull", "--expect", pinned)
+    assert joined.returncode == 0 and delta.runs("alpha") == [first], joined
+    second = alpha.new_run()
+    assert alpha.publish().published
+    for site in (gamma, delta):
+        done = site.cli("pull")
+        assert done.returncode == 0 and site.runs("alpha") == sorted([first, second]), done
+
+
+def test_a_protected_remote_is_joined_with_the_commit_a_site_gives(tmp_path):
+    world = _world(tmp_path, protected=True)
+    alpha, gamma = world.site("alpha"), world.site("gamma")
+    gamma.trusts(alpha)
+    run = alpha.new_run()
+    assert alpha.publish().published
+    pinned = git(world.bare, "rev-parse", "main").stdout.strip()
+    wrong = gamma.cli("pull", "--remote", str(world.bare), "--expect", "0123456789ab")
+    assert wrong.returncode == 2 and "does not hold 0123456789ab" in wrong.stderr
+    assert gamma.runs("alpha") == []
+    joined = gamma.cli("pull", "--expect", pinned)
+    assert joined.returncode == 0 and gamma.runs("alpha") == [run], joined
+
+
+ESCAPES = "\x1b]0;owned\x07\x1b[2J\x9b31m"
+
+
+def _mallorys_run(world, mutate):
+    """mallory publishes, in its own name and with its trusted key, a run whose report
+    ``mutate`` changed; beta pulls it."""
+    clone = world.hostile_clone()
+    files = run_files(world)
+    doc = json.loads((TEMPLATE / "report.json").read_text())
+    mutate(doc["runs"][0]["testcases"])
+    files[f"mallory/{RUN}/report.json"] = ("100644", json.dumps(doc).encode())
+    write_tree(clone, files)
+    assert world.push_as(clone, "results: mallory", key=world.site("mallory").key).returncode == 0
+    assert ("mallory", [RUN]) in world.site("beta").pull().new
+
+
+def test_control_characters_from_another_site_never_reach_the_terminal(tmp_path):
+    """A toolchain and a check named with terminal escape sequences: compare's table and
+    its caveat line (two toolchains pooled), regressions and the error lines print them
+    spelled out, never raw."""
+
+    def named(cases):
+        for case in cases:
+            if case["display_name"].startswith("StreamCheck %scale=quick %threads=all"):
+                case["environ"] = f"gnu{ESCAPES}"
+                case["display_name"] = f"StreamCheck{ESCAPES} %scale=quick %threads=all"
+
+    world = _world(tmp_path, protected=False)
+    alpha, beta = world.site("alpha"), world.site("beta")
+    alpha.new_run()
+    assert alpha.publish().published
+    _mallorys_run(world, named)
+    outputs = [
+        beta.cli("compare", "alpha", "mallory"),
+        beta.cli("regressions", "mallory"),
+        beta.cli("compare", "alpha", f"mallory%gnu{ESCAPES}x"),
+    ]
+    assert "pools the figures of 2 toolchains" in outputs[0].stdout, outputs[0]
+    assert "\\x1b]0;owned\\x07" in outputs[0].stdout
+    for proc in outputs:
+        assert "Traceback" not in proc.stderr, proc.stderr
+        for text in (proc.stdout, proc.stderr):
+            assert not any(ch in text for ch in "\x1b\x07\x9b"), repr(text)
+
+
+def test_a_wrong_typed_name_in_a_run_is_null_and_the_run_stays(tmp_path):
+    """results/README.md: values of the wrong type are stored as null and the run named,
+    never skipped. A display_name that is a number and one that is a list."""
+
+    def wrong(cases):
+        cases[1]["display_name"] = 42
+        cases[-1]["display_name"] = ["HplCheck"]
+        cases[-1]["environ"] = {"not": "a name"}
+
+    world = _world(tmp_path, protected=False)
+    beta = world.site("beta")
+    _mallorys_run(world, wrong)
+    from sitebench.results import store
+
+    with beta.act():
+        warnings = []
+        store.refresh_all(warn=warnings.append)
+        con = store.connect(sites=["mallory"])
+        runs = con.execute("SELECT count(*) FROM runs WHERE site = 'mallory'").fetchone()[0]
+        nulls = con.execute(
+            'SELECT count(*) FROM figures WHERE site = ? AND "check" IS NULL', ["mallory"]
+        ).fetchone()[0]
+        kept = con.execute(
+            'SELECT count(*) FROM figures WHERE site = ? AND "check" = ?',
+            ["mallory", "StreamCheck"],
+        ).fetchone()[0]
+        flagged = store.flagged(["mallory"])
+    assert runs == 1 and nulls > 0 and kept > 0, (runs, nulls, kept, warnings)
+    assert flagged and flagged[0][1] == RUN and "wrong type" in flagged[0][2], flagged
+
+
+def test_a_protected_remote_takes_pushes_from_its_group(tmp_path):
+    """init-remote's repository: every directory group-writable and setgid from the start
+    (and those a push adds), so the other members of its group can push (git's own
+    core.sharedRepository=group, set by git init --shared)."""
+    old = os.umask(0o022)
+    try:
+        world = _world(tmp_path, protected=True)
+        alpha = world.site("alpha")
+        alpha.new_run()
+        assert alpha.publish().published
+    finally:
+        os.umask(old)
+    assert git(world.bare, "config", "core.sharedRepository").stdout.strip() in ("group", "1")
+    for where in ("objects", "refs"):
+        for path in [
+            world.bare / where,
+            *(p for p in (world.bare / where).rglob("*") if p.is_dir()),
+        ]:
+            mode = path.stat().st_mode
+            assert mode & 0o2070 == 0o2070, (path, oct(mode))
+
+
+def test_runs_written_from_the_exchange_get_the_sites_usual_permissions(tmp_path):
+    old = os.umask(0o022)
+    try:
+        world = _world(tmp_path, protected=False)
+        alpha, beta = world.site("alpha"), world.site("beta")
+        run = alpha.new_run()
+        assert alpha.publish().published
+        assert beta.pull().new == [("alpha", [run])]
+        top = beta.show("alpha", run)
+    finally:
+        os.umask(old)
+    for path in [top, *top.rglob("*")]:
+        want = 0o755 if path.is_dir() else 0o644
+        assert path.stat().st_mode & 0o777 == want, (path, oct(path.stat().st_mode))
+
+
+# -- keys with a lifecycle, runs bounded in time ---------------------------------------------
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_run_from_the_future_is_refused(tmp_path, protected):
+    """Run times are bounded by their commit's, and commit times by now: a run named 2030,
+    and a commit dated 2030, are each refused (a key's validity is checked at the commit's
+    time, so that time cannot run ahead)."""
+    world = _world(tmp_path, protected)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, run="20300101T000000Z-future"))
+    pushed = world.push_as(clone, "results: mallory", key=mallory.key)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if protected:
+        assert "dated after its commit" in pushed.stderr
+        git(clone, "reset", "-q", "--hard", "origin/main")
+    clone2 = world.hostile_clone()
+    write_tree(clone2, run_files(world))
+    git(clone2, "add", "-A")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
+    git(
+        clone2,
+        *sign,
+        "-c",
+        "user.name=m",
+        "-c",
+        "user.email=m@m",
+        "commit",
+        "-qS",
+        "-m",
+        "r",
+        env={
+            "GIT_COMMITTER_DATE": "2030-01-01T00:00:00Z",
+            "GIT_AUTHOR_DATE": "2030-01-01T00:00:00Z",
+        },
+    )
+    pushed = git(clone2, "push", "-q", "origin", "HEAD:main", check=False)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    run = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [run], sent
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [run])] and beta.runs("mallory") == [], pulled
+    if not protected:
+        refused = " | ".join(pulled.refused)
+        assert "dated after its commit" in refused and "committed in the future" in refused
+    assert_signed_only_verified(world, alpha)
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp_path, protected):
+    """alpha's key is stolen at ``since``: beta, the host and alpha itself revoke it from
+    then on, with git's own validity period; what it signed before stays, a run the thief
+    pushes in alpha's name after it is refused, and alpha's new key (trusted from
+    ``since``) publishes again, leaving the thief's commit out. gamma joins later with
+    beta's trust list and gets the same runs."""
+    world = _world(tmp_path, protected)
+    alpha, beta, gamma = world.site("alpha"), world.site("beta"), world.site("gamma")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    time.sleep(1.2)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    time.sleep(1.2)
+    revoke = ["trust", "revoke", "alpha", "--since", since]
+    if protected:
+        assert alpha.cli(*revoke, "--remote", str(world.bare)).returncode == 0
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, site="alpha"))
+    pushed = world.push_as(clone, "results: alpha: 1 run", key=alpha.key)  # the thief
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if protected:
+        assert "not at the commit's time" in pushed.stderr
+    for site in (beta, alpha):
+        done = site.cli(*revoke)
+        assert done.returncode == 0 and "1 key(s) valid only before" in done.stdout, done
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [first])], pulled
+    if not protected:
+        assert "not at the commit's time" in " | ".join(pulled.refused)
+    assert "valid-before=" in beta.cli("trust", "list").stdout
+
+    # The new key: alpha makes it, beta (and the host) trust it from the theft on.
+    for suffix in ("", ".pub"):
+        os.rename(f"{alpha.key}{suffix}", f"{alpha.key}.stolen{suffix}")
+    with alpha.act():
+        from sitebench.results import trust
+
+        trust.ensure_site_key("alpha")
+    rotated = ["trust", "add", "alpha", f"{alpha.key}.pub", "--valid-after", since]
+    assert beta.cli(*rotated).returncode == 0
+    if protected:
+        assert alpha.cli(*rotated, "--remote", str(world.bare)).returncode == 0
+    third = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [third], sent
+    assert beta.pull().new == [("alpha", [third])]
+    assert beta.runs("alpha") == sorted([first, third])
+    # A late joiner with beta's trust list takes the same runs, and not the thief's.
+    (gamma.home / "trust" / "allowed_signers").write_text(
+        (beta.home / "trust" / "allowed_signers").read_text()
+    )
+    assert gamma.cli("pull", "--remote", str(world.bare)).returncode in (0, 3)
+    assert gamma.runs("alpha") == sorted([first, third])
 
 
 # -- the on-demand path: another site's bulk stays on the remote until show asks ------------
@@ -538,8 +1086,10 @@ def test_oversized_bulk_is_never_fetched_and_show_refuses_it(world, extra, expec
 
 
 def test_bulk_rewritten_after_its_figures_were_taken_is_refused_show_gives_the_accepted(world):
-    """A later commit changing an accepted run's output is refused; the accepted tip then
-    holds the change (commits after it are accepted), yet show writes the run as accepted."""
+    """A later commit changing an accepted run's output is refused; neither the accepted
+    commit here nor alpha's next signed commit holds the change (each commit is judged
+    against the last accepted one, publish signs the accepted tree), and show writes the
+    run as accepted."""
     alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
     first = alpha.new_run()
     assert alpha.publish().published and beta.pull().new == [("alpha", [first])]
@@ -553,7 +1103,11 @@ def test_bulk_rewritten_after_its_figures_were_taken_is_refused_show_gives_the_a
     assert any("modifies" in line and OUT in line for line in pulled.refused), pulled
     tip = git(beta.results / ".exchange", "rev-parse", "refs/sitebench/accepted").stdout.strip()
     changed = git(beta.results / ".exchange", "rev-parse", f"{tip}:alpha/{first}/{OUT}")
-    assert changed.stdout.strip() == _blob(clone, f"alpha/{first}/{OUT}")  # the tip holds it
+    assert changed.stdout.strip() != _blob(clone, f"alpha/{first}/{OUT}")
+    assert (
+        git(TEMPLATE, "hash-object", str(TEMPLATE / OUT)).stdout.strip() == changed.stdout.strip()
+    )
+    assert_signed_only_verified(world, alpha)
     assert tree_bytes(beta.show("alpha", first)) == tree_bytes(TEMPLATE)
     assert tree_bytes(beta.show("alpha", second)) == tree_bytes(TEMPLATE)
 

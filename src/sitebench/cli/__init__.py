@@ -17,6 +17,7 @@ import textwrap
 
 from sitebench.cli.common import subcommands
 from sitebench.common.errors import SitebenchError
+from sitebench.common.terminal import shown
 
 #: Command modules, in the order ``--help`` lists them (module name: ``-`` as ``_``).
 COMMANDS = (
@@ -131,9 +132,9 @@ def main(argv=None):
     try:
         return args.func(args)
     except SitebenchError as err:
-        print(f"sitebench: error: {err.problem}", file=sys.stderr)
+        print(shown(f"sitebench: error: {err.problem}"), file=sys.stderr)
         if err.fix:
-            print(f"  fix: {err.fix}", file=sys.stderr)
+            print(shown(f"  fix: {err.fix}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("sitebench: interrupted", file=sys.stderr)

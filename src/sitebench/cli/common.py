@@ -4,9 +4,11 @@ walk over the parsers."""
 import argparse
 import sys
 
+from sitebench.common.terminal import shown
+
 
 def warn(message):
-    print(f"warning: {message}", file=sys.stderr)
+    print(shown(f"warning: {message}"), file=sys.stderr)
 
 
 def add_site_argument(p, default="local", positional=False):

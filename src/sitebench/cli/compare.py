@@ -8,6 +8,7 @@ two MPIs figure by figure. Per figure: runs, median, IQR, B/A and a two-sided Ma
 test (p < 0.01: beyond noise)."""
 
 from sitebench.cli.common import add_stale_days, warn
+from sitebench.common.terminal import shown
 
 description = "compare two sites, partitions, toolchains, runs or time ranges from results/"
 
@@ -49,7 +50,7 @@ def command(args):
             table.attrs.setdefault("caveats", []).append(describe(site, when))
         else:
             warn(describe(site, when))
-    print(render(table, args.a, args.b, args.format))
+    print(shown(render(table, args.a, args.b, args.format)))
     if args.format == "csv":
         for caveat in table.attrs.get("caveats", []):
             warn(caveat)

@@ -6,6 +6,7 @@ was refused, and the runs found changed after they were indexed.
   ./sitebench exchange migrate --site SITE
   ./sitebench exchange quarantine
   ./sitebench exchange restore
+  ./sitebench exchange accepted
   ./sitebench exchange altered [SITE ...]"""
 
 description = (
@@ -40,6 +41,10 @@ def setup_parser(p):
         "restore",
         help="after a history rewrite on the remote: push back the history verified here",
     )
+    sub.add_parser(
+        "accepted",
+        help="the last commit accepted here: what a joining site pins (pull --expect)",
+    )
     alt = sub.add_parser(
         "altered", help="runs changed after they were indexed (exit 1 when there are any)"
     )
@@ -47,6 +52,7 @@ def setup_parser(p):
 
 
 def command(args):
+    from sitebench.common.terminal import shown
     from sitebench.results import exchange, shared_remote, trust
 
     if args.action == "init-remote":
@@ -65,6 +71,12 @@ def command(args):
         )
     elif args.action == "altered":
         return _altered(args.sites)
+    elif args.action == "accepted":
+        commit = exchange.Exchange(exchange.paths.results_dir()).rev(exchange.ACCEPTED)
+        if not commit:
+            print("nothing accepted here yet")
+            return 1
+        print(commit)
     elif args.action == "restore":
         done = exchange.restore()
         if not done.pushed:
@@ -85,7 +97,7 @@ def command(args):
         if not rows:
             print("nothing refused")
         for when, commit, reason in rows:
-            print(f"{when} {commit[:12]} {reason}")
+            print(shown(f"{when} {commit[:12]} {reason}"))
     return 0
 
 

@@ -27,6 +27,7 @@ def setup_parser(p):
 
 
 def command(args):
+    from sitebench.common.terminal import shown
     from sitebench.results import trust
     from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, publish
 
@@ -36,7 +37,7 @@ def command(args):
         print(f"give the other sites its public half ({key}.pub):\n  {public}")
     done = publish(args.site, remote=args.remote, branch=args.branch, retries=args.retries)
     for line in done.refused:
-        print(f"REFUSED incoming {line}")
+        print(shown(f"REFUSED incoming {line}"))
     runs = ", ".join(done.runs) or "none new"
     if done.published:
         print(f"published {args.site}: {runs}" + (f" ({done.commit[:12]})" if done.commit else ""))
@@ -48,7 +49,7 @@ def command(args):
             )
             return REFUSED_EXIT
         return 0
-    print(f"not published: {done.reason}")
+    print(shown(f"not published: {done.reason}"))
     if done.rewritten:
         print(RESTORE_HINT)
     print("the runs stay here: the next publish sends them")

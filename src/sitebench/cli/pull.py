@@ -19,9 +19,16 @@ def setup_parser(p):
     )
     p.add_argument("--remote", help="the results repository's URL or path (first pull only)")
     p.add_argument("--branch", help="default: main")
+    p.add_argument(
+        "--expect",
+        metavar="COMMIT",
+        help="a commit the remote's branch must hold (a joining site pins the history it "
+        "joins: a site it knows prints it with ./sitebench exchange accepted)",
+    )
 
 
 def command(args):
+    from sitebench.common.terminal import shown
     from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, pull, results_settings
 
     remote, branch = args.remote, args.branch
@@ -29,7 +36,7 @@ def command(args):
         settings = results_settings(args.site)
         remote = remote or settings.get("remote")
         branch = branch or settings.get("branch")
-    done = pull(remote=remote, branch=branch)
+    done = pull(remote=remote, branch=branch, expect=args.expect)
     if not done.new:
         print("pulled: no new runs")
     for site, runs in done.new:
@@ -42,15 +49,21 @@ def command(args):
     if done.whole:
         print("the remote ignored the blob filter: every run came whole (correct, larger)")
     for line in done.kept:
-        print(f"kept the copy here: {line}")
+        print(shown(f"kept the copy here: {line}"))
     for line in done.refused:
-        print(f"REFUSED {line}")
+        print(shown(f"REFUSED {line}"))
     if done.refused:
         print(
             f"runs refused: {len(done.refused)} commit(s) kept aside "
             "(./sitebench exchange quarantine lists them)"
         )
-        if done.rewritten:
+        if done.baseline_refused:
+            print(
+                "the history accepted here was refused as a rewrite by another site's "
+                "restore (this site joined while the branch was rewritten): pin the history "
+                "the other sites hold with ./sitebench pull --expect COMMIT (never restore)"
+            )
+        elif done.rewritten:
             print(RESTORE_HINT)
         return REFUSED_EXIT
     return 0

@@ -2,6 +2,7 @@
 that drifted beyond the run-to-run noise is flagged, even inside the static tolerance."""
 
 from sitebench.cli.common import warn
+from sitebench.common.terminal import shown
 
 description = "flag figures of a run that drifted beyond noise from the site's recent runs"
 
@@ -33,6 +34,6 @@ def command(args):
     run, earlier, df = regress.check_site(
         args.site, args.run, args.history, warn=warn, include_disturbed=args.include_disturbed
     )
-    print(regress.render(args.site, run, earlier, df, args.format))
+    print(shown(regress.render(args.site, run, earlier, df, args.format)))
     worse = (df["drift"] == "worse").any()
     return 1 if worse and args.fail_on_worse else 0

@@ -3,7 +3,10 @@ allowed_signers file in ~/.config/sitebench/trust/ ($SITEBENCH_TRUST_DIR): outsi
 checkout and the exchange, so no push and no git pull can change it.
 
   ./sitebench trust key SITE            this site's public key (made if missing): send it
-  ./sitebench trust add SITE KEYFILE    accept SITE's runs signed by that key
+  ./sitebench trust add SITE KEYFILE [--valid-after TIME] [--valid-before TIME]
+                                        accept SITE's runs signed by that key (in that period)
+  ./sitebench trust revoke SITE --since TIME [--fingerprint SHA256:...]
+                                        a stolen key: commits it signed from TIME on refused
   ./sitebench trust list
   ./sitebench trust remove SITE [--fingerprint SHA256:...]
   ./sitebench trust allow-unsigned SITE INSECURE: anyone who can push publishes as SITE
@@ -32,6 +35,14 @@ def setup_parser(p):
     add = sub.add_parser("add", help="trust a site's public key (a .pub file)")
     add.add_argument("site")
     add.add_argument("keyfile")
+    add.add_argument("--valid-after", metavar="TIME", help="ISO 8601 UTC, e.g. 2026-11-27")
+    add.add_argument("--valid-before", metavar="TIME", help="ISO 8601 UTC")
+    rev = sub.add_parser(
+        "revoke", help="refuse the commits a site's key signed from a time on (a stolen key)"
+    )
+    rev.add_argument("site")
+    rev.add_argument("--since", required=True, metavar="TIME", help="ISO 8601 UTC")
+    rev.add_argument("--fingerprint", help="only this key (SHA256:...)")
     ls = sub.add_parser("list", help="the trusted keys, by site")
     rm = sub.add_parser("remove", help="stop trusting a site's keys")
     rm.add_argument("site")
@@ -40,7 +51,7 @@ def setup_parser(p):
         "allow-unsigned", help="accept a site's unsigned runs (insecure: for a migration only)"
     )
     un.add_argument("site")
-    for each in (add, ls, rm, un):
+    for each in (add, ls, rm, un, rev):
         each.add_argument(
             "--remote",
             metavar="PATH",
@@ -57,8 +68,23 @@ def command(args):
         print(public)
         print(("made " if made else "") + f"{path}.pub: give it to the other sites' admins")
     elif args.action == "add":
-        fp = trust.add(args.site, args.keyfile, remote=args.remote)
+        fp = trust.add(
+            args.site,
+            args.keyfile,
+            remote=args.remote,
+            valid_after=args.valid_after,
+            valid_before=args.valid_before,
+        )
         print(f"trusted for {args.site}: {fp} ({_where(trust, args.remote)})")
+    elif args.action == "revoke":
+        done = trust.revoke(args.site, args.since, args.fingerprint, remote=args.remote)
+        if not done:
+            print(f"{args.site}: no key trusted here to revoke")
+            return 1
+        print(
+            f"{args.site}: {done} key(s) valid only before {args.since}: commits they signed "
+            "from then on are refused"
+        )
     elif args.action == "list":
         rows = trust.listing(remote=args.remote)
         if not rows:

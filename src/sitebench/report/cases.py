@@ -67,10 +67,12 @@ def cases_of_run(run):
             if case.get("fixture"):
                 continue
             name = case.get("unique_name") or case.get("display_name")
-            latest[(name, case.get("partition"), case.get("environ"))] = case
+            key = (name, case.get("partition"), case.get("environ"))
+            latest[tuple(k if isinstance(k, (str, type(None))) else repr(k) for k in key)] = case
     found = []
     for case in latest.values():
-        check, _, params = (case.get("display_name") or case.get("name") or "").partition(" ")
+        label = case.get("display_name") or case.get("name")
+        check, _, params = (label if isinstance(label, str) else "").partition(" ")
         found.append(
             Case(
                 system=case.get("system"),

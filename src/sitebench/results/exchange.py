@@ -28,6 +28,7 @@ publish sends them. One publish or pull at a time per results directory (``flock
 import fcntl
 import os
 import random
+import re
 import shutil
 import socket
 import subprocess
@@ -72,6 +73,8 @@ RUNS_LOG = "sitebench-runs"
 INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
+#: Where a restore records on the remote the rewritten tip it replaced.
+REFUSED_ON_REMOTE = "refs/sitebench/refused/"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
@@ -98,12 +101,17 @@ class Published:
 class Pulled:
     """What one :func:`pull` brought: ``new`` [(site, [runs])], ``refused`` one line per
     refused commit (kept under ``refs/sitebench/quarantine/``), ``kept`` runs that arrived
-    different from the copy already here (the copy here is kept)."""
+    different from the copy already here (the copy here is kept); ``left_out`` the commits
+    after the last accepted one that were refused here (publish leaves them out, naming
+    them); ``baseline_refused`` the history accepted here was refused as a rewrite by
+    another site's restore (re-pin with ``pull --expect``, never restore)."""
 
     new: list = field(default_factory=list)
     refused: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     rewritten: bool = False
+    left_out: list = field(default_factory=list)
+    baseline_refused: bool = False
     #: The remote ignored the blob filter: every object came whole (correct, larger).
     whole: bool = False
 
@@ -279,7 +287,10 @@ class Exchange:
         """Verify ``accepted..tip`` and take the accepted commits' runs in (their trees,
         recorded in :data:`RUNS_LOG`; nothing is written into the results directory: a run
         of another site is read from git, :meth:`materialise` writes it on demand); a
-        :class:`Pulled` whose ``new`` lists the runs taken in per site."""
+        :class:`Pulled` whose ``new`` lists the runs taken in per site. ``accepted`` is the
+        last commit accepted here: each commit is judged against it, and a refused commit
+        leaves it where it was, so its content never becomes part of what this site takes
+        in or builds on (publish)."""
         pulled = Pulled(whole=self.whole)
         accepted = self.rev(ACCEPTED)
         if tip is None and accepted is not None:
@@ -294,14 +305,21 @@ class Exchange:
             self.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
         )
         if ancestor:
-            self.fetch_index_blobs(tip, accepted, rules.prefix)
+            try:
+                self.fetch_index_blobs(tip, accepted, rules.prefix)
+            except GitFailed:
+                pass  # a blob not served: its commit is refused ("its content is missing")
         # A remote that ignored the filter sent every blob: all are sized, as before.
         rules.sized_only = () if pulled.whole else INDEX_PATHS
         git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
-        verdicts = verify.check_range(git, accepted, tip, rules)
+        verdicts = verify.check_range(git, accepted, tip, rules, self._quarantined_commits())
         found, taken = {}, []
         have = {}
         for verdict in verdicts:
+            if verdict.reason == verify.REFUSED_BEFORE or verdict.reason.startswith(
+                verify.REWRITE
+            ):
+                continue
             if not verdict.ok:
                 pulled.refused.append(self._quarantine(verdict))
                 continue
@@ -312,14 +330,24 @@ class Exchange:
                     continue  # accepted before (a pull killed before its ref moved)
                 tree = self.git("rev-parse", f"{verdict.commit}:{rules.prefix}{site}/{run}")
                 taken.append((site, run, tree.stdout.strip(), verdict.commit))
+                have[site][run] = (tree.stdout.strip(), verdict.commit)
                 found.setdefault(site, []).append(run)
         pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
         if taken:
             self._log_runs(taken)
-        if not pulled.rewritten:
-            self.git("update-ref", ACCEPTED, tip)
+        if pulled.rewritten:
+            pulled.refused.append(self._quarantine(verdicts[0]))
+        else:
+            pulled.left_out = [v.commit for v in verdicts if not v.ok]
+            last = [v.commit for v in verdicts if v.ok]
+            if last:
+                self.git("update-ref", ACCEPTED, last[-1])
         pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
         return pulled
+
+    def _quarantined_commits(self):
+        out = self.git("for-each-ref", "--format=%(refname)", QUARANTINE).stdout
+        return {ref[len(QUARANTINE) :] for ref in out.split() if len(ref) == len(QUARANTINE) + 40}
 
     def _log_runs(self, taken):
         (self.git_dir / RUNS_LOG).mkdir(exist_ok=True)
@@ -372,9 +400,13 @@ class Exchange:
 
     def _quarantine(self, verdict):
         line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
-        if self.rev(QUARANTINE + verdict.commit):
+        # A rewritten tip is kept apart: it is refused as a history, not as a commit (a
+        # site that re-pins its baseline may take that commit later).
+        rewrite = "rewrite-" if verdict.reason.startswith(verify.REWRITE) else ""
+        ref = f"{QUARANTINE}{rewrite}{verdict.commit}"
+        if self.rev(ref):
             return line  # refused before (a rewrite is met again by every pull)
-        self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
+        self.git("update-ref", ref, verdict.commit)
         self._log_refusal(verdict.commit, verdict.reason)
         return line
 
@@ -458,7 +490,17 @@ class Exchange:
         tmp = Path(tempfile.mkdtemp(prefix=f".incoming-show-{run}-", dir=site_dir))
         try:
             self._write_files(tmp, [(rel, mode, blob) for rel, mode, blob in files])
+            # mkdtemp makes it 0700: the run gets the mode of any directory made here.
+            tmp.chmod(0o777 & ~_umask())
             tmp.rename(dest)
+        except (FileExistsError, NotADirectoryError, IsADirectoryError) as err:
+            # A tree no file system holds (verification refuses them; this is the last line).
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise SitebenchError(
+                f"{site}/{run} cannot be written as files ({type(err).__name__}: "
+                f"{Path(err.filename or '').name}); nothing written",
+                "its site published what the exchange refuses: tell its admins",
+            ) from None
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -554,11 +596,15 @@ class Exchange:
         out = self.git("ls-tree", "--name-only", "-z", commit, "--", f"{prefix}{site}/")
         return {p.rsplit("/", 1)[-1] for p in out.stdout.split("\0") if p}
 
-    def make_commit(self, parent, site, runs, prefix, key):
+    def make_commit(self, parent, site, runs, prefix, key, base=None, left_out=()):
         """One commit adding ``runs`` (directories) under ``<prefix><site>/`` on top of
-        ``parent``, signed with ``key``. Only the trees on the way to the site's directory
-        are made again (``mktree``); the rest of the parent's tree is reused as it is, so an
-        entry git would refuse in an index or a checkout (another site's) stops nothing."""
+        ``parent`` (the remote's tip, so the push is a fast-forward), signed with ``key``.
+        Its tree is the one of ``base``, the last commit accepted here (default: the
+        parent), plus these runs: what this site refused after it (``left_out``, named in
+        the message's trailers) is never signed. Only the trees on the way to the site's
+        directory are made again (``mktree``); the rest of the base's tree is reused as it
+        is."""
+        base = parent if base is None else base
         index = self.git_dir / f"sitebench-index-{os.getpid()}"
         env = {"GIT_INDEX_FILE": str(index)}
         try:
@@ -580,7 +626,7 @@ class Exchange:
         finally:
             index.unlink(missing_ok=True)
         where = [*prefix.rstrip("/").split("/"), site] if prefix else [site]
-        tree = self._graft(parent, where, added)
+        tree = self._graft(base, where, added)
         names = [run.name for run in runs]
         message = (
             f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
@@ -588,6 +634,8 @@ class Exchange:
             + "\n".join(f"{site}/{n}" for n in names)
             + "\n\nPublished by ./sitebench publish.\n"
         )
+        if left_out:
+            message += "\n" + "".join(f"{verify.LEFT_OUT}: {c}\n" for c in left_out)
         sign = []
         if key:
             sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"]
@@ -663,6 +711,12 @@ def _run_files(run):
     return sorted(found)
 
 
+def _umask():
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 # -- where the exchange points -----------------------------------------------------------
 
 
@@ -732,15 +786,63 @@ def open_exchange(results_root, remote=None, branch=None):
 # -- the two operations ----------------------------------------------------------------
 
 
-def pull(results_root=None, remote=None, branch=None):
-    """Bring every site's verified runs from the results remote; a :class:`Pulled`."""
+def pull(results_root=None, remote=None, branch=None, expect=None):
+    """Bring every site's verified runs from the results remote; a :class:`Pulled`.
+    ``expect``: a commit the remote's branch must hold (:func:`_pin`)."""
     ex = open_exchange(results_root, remote, branch)
     with ex.locked():
-        return _pull(ex)
+        tip = _fetched(ex)
+        if expect:
+            _pin(ex, tip, expect)
+        pulled = ex.accept(tip, _rules(ex))
+        if pulled.rewritten and tip is not None:
+            pulled.baseline_refused = bool(_refused_elsewhere(ex, tip))
+        return pulled
 
 
 def _pull(ex):
     return ex.accept(_fetched(ex), _rules(ex))
+
+
+def _pin(ex, tip, expect):
+    """A site joins the history it was told to expect (``pull --expect COMMIT``, a commit a
+    site it knows has accepted: ``exchange accepted`` prints it), not whatever the branch
+    holds while someone rewrites it. A baseline taken here before that the expected
+    history does not hold (joined during a rewrite) is let go: verified again from the
+    root, the expected history is accepted instead (the runs already here stay)."""
+    commit = ex.rev(expect) if re.fullmatch(r"[0-9a-fA-F]{7,40}", expect) else None
+    holds = (
+        tip is not None
+        and commit is not None
+        and ex.git("merge-base", "--is-ancestor", commit, tip, check=False).returncode == 0
+    )
+    if not holds:
+        raise SitebenchError(
+            f"the remote's branch does not hold {expect}, the commit you expect: the remote "
+            "is being rewritten, or the commit is not of this results repository; nothing "
+            "was taken",
+            "ask the site that gave you the commit; pull with --expect again once the "
+            "remote's history holds it (its admins run ./sitebench exchange restore)",
+        )
+    accepted = ex.rev(ACCEPTED)
+    if accepted and ex.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode:
+        ex.git("update-ref", "-d", ACCEPTED)
+        ex._log_refusal(
+            accepted, f"baseline let go: the expected history {commit[:12]} does not hold it"
+        )
+
+
+def _refused_elsewhere(ex, tip):
+    """The commits accepted here that another site's restore recorded as a rewrite it
+    refused (``refs/sitebench/refused/<commit>`` on the remote), and the remote's branch
+    no longer holds."""
+    out = ex.git("ls-remote", ex.setting("remote"), f"{REFUSED_ON_REMOTE}*", check=False)
+    refused = {line.split()[0] for line in out.stdout.splitlines() if line.strip()}
+    accepted = ex.rev(ACCEPTED)
+    if not refused or not accepted:
+        return []
+    ours = ex.git("rev-list", accepted, "--not", tip, check=False).stdout.split()
+    return [c for c in ours if c in refused]
 
 
 def _rules(ex):
@@ -758,10 +860,10 @@ def _fetched(ex):
         ) from None
 
 
-def _own_new_runs(ex, site, tip, prefix):
-    """This site's runs in the results directory that the remote's branch lacks (the code's
+def _own_new_runs(ex, site, accepted, prefix):
+    """This site's runs in the results directory that the accepted history lacks (the code's
     committed example runs never: they are examples, not this site's)."""
-    published = ex.tree_runs(tip, site, prefix)
+    published = ex.tree_runs(accepted, site, prefix)
     examples = _code_tracked_runs(ex.results_root, site)
     runs = []
     for run in run_dirs(site, ex.results_root):
@@ -806,14 +908,16 @@ def _publish(ex, site, key, retries):
         if pulled.rewritten:
             # Publishing on top would bless the rewritten history: the admin looks first.
             return Published(False, [], pulled.refused[0], None, refused, rewritten=True)
-        runs = _own_new_runs(ex, site, tip, prefix)
+        accepted = ex.rev(ACCEPTED)
+        runs = _own_new_runs(ex, site, accepted, prefix)
         if not runs:
             return Published(True, [], "", tip, refused)
-        commit = ex.make_commit(tip, site, runs, prefix, key)
+        commit = ex.make_commit(tip, site, runs, prefix, key, accepted, pulled.left_out)
         proc = ex.push(commit)
         if proc.returncode == 0:
-            if tip is None or ex.rev(ACCEPTED) == tip:
-                ex.git("update-ref", ACCEPTED, commit)
+            # Everything up to the tip was judged; this commit adds only this site's runs
+            # to the accepted tree.
+            ex.git("update-ref", ACCEPTED, commit)
             return Published(True, [run.name for run in runs], "", commit, refused)
         reason = _reason(proc.stderr + proc.stdout)
         if _refused_for_good(proc.stdout + proc.stderr):
@@ -853,10 +957,28 @@ def restore(results_root=None):
         if tip is not None and not ex.accept(tip, _rules(ex)).rewritten:
             # A pull, then: the remote holds everything accepted here.
             return Restored(False, ex.rev(ACCEPTED))
+        refused = _refused_elsewhere(ex, tip) if tip else []
+        if refused:
+            raise SitebenchError(
+                f"the history accepted here ({refused[0][:12]}) was refused as a rewrite by "
+                "another site's restore: this site joined or pulled while the branch was "
+                "rewritten, and restoring would push that rewrite back; nothing was pushed",
+                "join the history the other sites hold: ./sitebench pull --expect COMMIT "
+                "(a site you know prints its commit with ./sitebench exchange accepted)",
+            )
         remote, branch = ex.setting("remote"), ex.setting("branch", DEFAULT_BRANCH)
         lease = f"--force-with-lease=refs/heads/{branch}:{tip or ''}"
+        # The rewritten tip is recorded on the remote as refused, for the sites that took it
+        # meanwhile (their restore would push it back: see above).
+        record = [f"{tip}:{REFUSED_ON_REMOTE}{tip}"] if tip else []
         proc = ex.git(
-            "push", "--porcelain", lease, remote, f"{accepted}:refs/heads/{branch}", check=False
+            "push",
+            "--porcelain",
+            lease,
+            remote,
+            f"{accepted}:refs/heads/{branch}",
+            *record,
+            check=False,
         )
         if proc.returncode != 0:
             raise SitebenchError(

@@ -92,8 +92,13 @@ _PARAM = re.compile(r"%(\w+)=(\S+)")
 
 def _case_vars(case, params):
     values = {name: value for name, value in _PARAM.findall(params)}
-    for key in case.get("reference_keys") or []:
-        if isinstance(case.get(key), (str, int, float, bool)) or case.get(key) is None:
+    keys = case.get("reference_keys")
+    for key in keys if isinstance(keys, list) else []:
+        if (
+            isinstance(key, str)
+            and isinstance(case.get(key), (str, int, float, bool))
+            or case.get(key) is None
+        ):
             values[key] = case.get(key)
     return json.dumps(values, sort_keys=True)
 
@@ -109,12 +114,13 @@ def problem_of(case, check):
     """The JSON object of the case's problem-size variables (see the module's docstring)."""
     keys = case.get("problem_keys")
     if not isinstance(keys, list):
-        keys = LEGACY_PROBLEM_KEYS.get(check, [])
+        keys = LEGACY_PROBLEM_KEYS.get(check, []) if isinstance(check, str) else []
     values = {}
-    for key in keys:
+    for key in (k for k in keys if isinstance(k, str)):
         value = case.get(key)
         if key == "stream_array_size" and not value:
-            found = _ARRAY_SIZE.search(case.get("concrete_spec") or "")
+            spec = case.get("concrete_spec")
+            found = _ARRAY_SIZE.search(spec if isinstance(spec, str) else "")
             value = int(found.group(1)) if found else None
         values[key] = value if isinstance(value, (str, int, float, bool)) else None
     return json.dumps(values, sort_keys=True)
@@ -139,6 +145,21 @@ def run_host(provenance, topology):
         return recorded  # a topology of the wrong types says nothing of the host
 
 
+def _hashable(value):
+    return value if isinstance(value, (str, int, float, type(None))) else repr(value)
+
+
+def split_label(case):
+    """(check, parameters) of a case's ``display_name`` ("StreamCheck %threads=4"); a label
+    of the wrong type (another site's report may hold anything) is passed on as the check,
+    for the store to keep as null and name the run, never to skip it."""
+    label = case.get("display_name") or case.get("name")
+    if not isinstance(label, str):
+        return label, ""
+    check, _, params = label.partition(" ")
+    return check, params
+
+
 def rows_of_run(run, job_wall=False):
     started = run.report.get("session_info", {}).get("time_start")
     arch = (run.provenance or {}).get("cpu_arch")
@@ -151,11 +172,12 @@ def rows_of_run(run, job_wall=False):
         for case in attempt.get("testcases", []):
             # The same test runs once per partition and environment: key by all three.
             name = case.get("unique_name") or case.get("display_name")
-            latest[name, case.get("system"), case.get("partition"), case.get("environ")] = case
+            key = (name, case.get("system"), case.get("partition"), case.get("environ"))
+            latest[tuple(map(_hashable, key))] = case
     for case in latest.values():
         if case.get("fixture"):
             continue
-        check, _, params = (case.get("display_name") or case["name"]).partition(" ")
+        check, params = split_label(case)
         keys = case.get("reference_keys")
         keys = keys if isinstance(keys, list) else None
         base = {

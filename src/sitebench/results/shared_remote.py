@@ -58,12 +58,16 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
             "name an allowed_signers file with the sites' keys (./sitebench trust list shows "
             "yours: ~/.config/sitebench/trust/allowed_signers), or --allow-unsigned SITE",
         )
-    subprocess.run(["git", "init", "--quiet", "--bare", "-b", branch, str(path)], check=True)
+    # --shared=group at creation: git makes its directories group-writable and setgid now,
+    # and every object directory a push adds later (config alone after init does not).
+    subprocess.run(
+        ["git", "init", "--quiet", "--bare", "--shared=group", "-b", branch, str(path)],
+        check=True,
+    )
     for key, value in (
         ("receive.fsckObjects", "true"),
         ("receive.denyNonFastForwards", "true"),
         ("receive.denyDeletes", "true"),
-        ("core.sharedRepository", "group"),
         # Sites fetch commits and trees, then a run's blobs by id when asked (partial clone).
         ("uploadpack.allowFilter", "true"),
         ("uploadpack.allowAnySHA1InWant", "true"),

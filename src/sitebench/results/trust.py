@@ -130,22 +130,85 @@ def _key_line(keyfile):
     return " ".join(parts[start : start + 3])
 
 
-def add(site, keyfile, remote=None):
+def add(site, keyfile, remote=None, valid_after=None, valid_before=None):
     """Trust the key in ``keyfile`` for ``site`` (here, or in the hosted repository
-    ``remote``); return its fingerprint."""
+    ``remote``), for commits made in its validity period if one is given (OpenSSH's
+    ``valid-after``/``valid-before``, which git checks at each commit's time); return its
+    fingerprint. Adding a key trusted already changes only its period."""
     check_name("site", site)
     key = _key_line(keyfile)
     fp = fingerprint(key)
     signers = _signers(remote)
     lines = _lines(signers)
-    if any(
-        ln.split(" ", 1)[0] == site and fingerprint(ln.split(" ", 1)[1]) == fp
-        for ln in lines
-        if " " in ln
-    ):
+    options = ",".join(
+        f'{name}="{_stamp(when)}"'
+        for name, when in (("valid-after", valid_after), ("valid-before", valid_before))
+        if when
+    )
+    line = f"{site} {options} {key}" if options else f"{site} {key}"
+    same = [ln for ln in lines if _entry(ln)[:2] == (site, fp)]
+    if same and (not options or same == [line]):
         return fp
-    _write(signers, [*lines, f"{site} {key}"])
+    _write(signers, [ln for ln in lines if ln not in same] + [line])
     return fp
+
+
+def revoke(site, since, fp=None, remote=None):
+    """Stop trusting ``site``'s keys (all, or the one of fingerprint ``fp``) for commits
+    made from ``since`` on (a stolen key): its ``valid-before`` becomes that time, and the
+    commits signed before it stay verified. Returns how many keys."""
+    check_name("site", site)
+    stamp, changed, kept = _stamp(since), 0, []
+    for line in _lines(_signers(remote)):
+        principal, key_fp, options, key = _entry(line)
+        if principal == site and key_fp and (fp is None or key_fp == fp):
+            options = [o for o in options if not o.startswith("valid-before=")]
+            options.append(f'valid-before="{stamp}"')
+            line = f"{principal} {','.join(options)} {key}"
+            changed += 1
+        kept.append(line)
+    if changed:
+        _write(_signers(remote), kept)
+    return changed
+
+
+def _entry(line):
+    """(principal, fingerprint, [options], key) of an allowed_signers line."""
+    parts = line.split()
+    at = next(
+        (
+            i
+            for i, p in enumerate(parts)
+            if fingerprint(" ".join(parts[i:])) and p.startswith(("ssh-", "ecdsa-", "sk-"))
+        ),
+        None,
+    )
+    if not parts or at is None:
+        return (parts[0] if parts else "", None, [], "")
+    options = ",".join(parts[1:at]).split(",") if at > 1 else []
+    return (
+        parts[0],
+        fingerprint(" ".join(parts[at:])),
+        [o for o in options if o],
+        " ".join(parts[at:]),
+    )
+
+
+def _stamp(when):
+    """OpenSSH's UTC time (``YYYYMMDDHHMMSSZ``) of an ISO 8601 time (UTC) or a datetime."""
+    from datetime import datetime, timezone
+
+    if not isinstance(when, datetime):
+        try:
+            when = datetime.fromisoformat(str(when).replace("Z", "+00:00"))
+        except ValueError:
+            raise SitebenchError(
+                f"{when!r} is not a time",
+                "write it as ISO 8601 in UTC: 2026-11-27T23:00:00Z (or 2026-11-27)",
+            ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return when.astimezone(timezone.utc).strftime("%Y%m%d%H%M%SZ")
 
 
 def remove(site, fp=None, remote=None):
@@ -154,8 +217,8 @@ def remove(site, fp=None, remote=None):
     kept, gone = [], 0
     signers = _signers(remote)
     for line in _lines(signers):
-        principal, _, key = line.partition(" ")
-        if principal == site and (fp is None or fingerprint(key) == fp):
+        principal, key_fp, _, _ = _entry(line)
+        if principal == site and (fp is None or key_fp == fp):
             gone += 1
         else:
             kept.append(line)
@@ -176,13 +239,13 @@ def allow_unsigned(site, remote=None):
 
 
 def listing(remote=None):
-    """[(site, fingerprint or 'UNSIGNED ALLOWED', comment)] sorted by site."""
+    """[(site, fingerprint or 'UNSIGNED ALLOWED', comment and validity)] sorted by site."""
     rows = []
     for line in _lines(_signers(remote)):
-        principal, _, key = line.partition(" ")
-        if fingerprint(key):
-            comment = " ".join(key.split()[2:])
-            rows.append((principal, fingerprint(key), comment))
+        principal, fp, options, key = _entry(line)
+        if fp:
+            comment = " ".join(key.split()[2:] + options)
+            rows.append((principal, fp, comment))
     rows += [(s, "UNSIGNED ALLOWED (insecure)", "") for s in _unsigned(remote)]
     return sorted(rows)
 

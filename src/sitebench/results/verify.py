@@ -8,13 +8,22 @@ One module, the standard library only, used twice: by ``./sitebench pull`` and
 
 * it has one parent (a root commit only when nothing was accepted before; its files that are
   not runs are inert: nothing is ever checked out);
+* it is judged against the last commit accepted, not only its parent: what a refused commit
+  brought counts for nothing, and a commit may leave out whole runs only of the commits it
+  names as refused by its site (``Sitebench-Left-Out: <commit>``, what publish writes);
+* every tree it brings passes git fsck's checks (sorted, no duplicate or file/folder name
+  clash, modes git writes, each entry's object of the type its mode says);
 * every change *adds* a regular file (mode 100644 or 100755) at ``<prefix><site>/<run>/...``
   with a valid site name, a run name as sitebench makes them, and path components git and
-  every file system take (no ``..``, ``.git``, control characters, backslashes);
+  every file system take (no ``..``, ``.git``, control characters, backslashes), and at
+  the run's top only what a run holds (``report.json``, ``perflogs/``, ``output/``,
+  ``provenance/``, ``failed-stage/``);
 * each run it touches did not exist before (runs are never modified, extended or deleted);
 * no file is over ``max_file`` bytes and no run over ``max_run``;
 * it is signed (SSH, ``gpg.format=ssh``) by a key trusted for every site it adds runs to,
-  or those sites are explicitly allowed unsigned.
+  or those sites are explicitly allowed unsigned; git checks the key's validity period
+  at the commit's time, a commit is not dated after now, and no run it adds is dated after
+  the commit.
 
 The trust list is an OpenSSH ``allowed_signers`` file whose principals are site names, one
 site per line (``beta ssh-ed25519 AAAA... comment``); git's own ``verify-commit`` machinery
@@ -23,17 +32,20 @@ sites trusted for it here, so a key trusted for one site cannot sign runs of ano
 """
 
 import base64
+import calendar
 import hashlib
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 
 MAX_FILE = 16 * 2**20
 MAX_RUN = 64 * 2**20
 ZERO = "0" * 40
+EMPTY_TREE = "4b825dc642cb6eb9a060e54bf8d69288fbee4904"
 SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-zA-Z._-]{1,64}")
 REGULAR_MODES = ("100644", "100755")
@@ -41,6 +53,23 @@ MAX_DEPTH = 24
 MAX_COMPONENT = 255
 MAX_PATH = 1024
 REWRITE = "history rewrite"
+REFUSED_BEFORE = "refused here before"
+#: How far clocks of two sites may disagree.
+CLOCK_SKEW_S = 600
+#: The trailer of a publish commit naming a commit it left out (refused by its site).
+LEFT_OUT = "Sitebench-Left-Out"
+#: What a run holds at its top (results/README.md): nothing else travels, so no
+#: ``sitecustomize.py``, ``*.pth`` or package a Python started in a run folder would import.
+RUN_TOP_FILES = ("report.json",)
+RUN_TOP_DIRS = ("perflogs", "output", "provenance", "failed-stage")
+#: git's tree entry modes (fsck refuses or warns on any other spelling) and their objects.
+ENTRY_TYPES = {
+    b"100644": "blob",
+    b"100755": "blob",
+    b"120000": "blob",
+    b"40000": "tree",
+    b"160000": "commit",
+}
 
 
 @dataclass
@@ -54,6 +83,7 @@ class Rules:
     trusted: dict = field(default_factory=dict)
     unsigned_sites: frozenset = frozenset()
     allowed_signers: str = None
+    now: float = None  # the time commits are bounded by (None: the clock's)
     #: A partial copy sizes only a run's files under these paths (fetched to be verified);
     #: the others (its bulk) stay on the remote, never fetched to be sized here, and are
     #: sized when the run is written out. Empty: every file is sized.
@@ -129,11 +159,70 @@ class Git:
     def text(self, *args, **kw):
         return self.run(*args, **kw).stdout.decode("utf-8", errors="surrogateescape")
 
+    def objects(self, shas):
+        """{sha: (type, raw bytes)} of objects present (trees and commits: a partial copy
+        holds them all), read by one ``cat-file --batch`` kept open while this Git lives
+        (a commit's trees cost no process each)."""
+        found = {}
+        for sha in shas:
+            got = self._read(sha)
+            if got:
+                found[sha] = got
+        return found
 
-def check_range(git, old, new, rules):
+    @property
+    def partial(self):
+        """Whether the repository is a partial clone (objects it lacks are fetched)."""
+        if getattr(self, "_partial", None) is None:
+            proc = self.run("config", "--get", "extensions.partialClone", check=False)
+            self._partial = bool(proc.stdout.strip())
+        return self._partial
+
+    def _read(self, sha):
+        if getattr(self, "_reader", None) is None or self._reader.poll() is not None:
+            self._reader = subprocess.Popen(
+                ["git", *self.config, "--git-dir", self.git_dir, "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            self._reader.stdin.write(f"{sha}\n".encode())
+            self._reader.stdin.flush()
+            head = self._reader.stdout.readline().split()
+            if len(head) != 3:
+                return None  # "<sha> missing", or git gave up on it
+            data = self._reader.stdout.read(int(head[2]) + 1)[:-1]
+            return head[1].decode(), data
+        except (BrokenPipeError, ValueError):
+            self.close()
+            return None
+
+    def close(self):
+        reader, self._reader = getattr(self, "_reader", None), None
+        if reader is not None:
+            reader.stdin.close()
+            reader.wait()
+
+    def kinds(self, shas):
+        """{sha: type} of objects present, from one ``cat-file --batch-check``."""
+        if not shas:
+            return {}
+        out = self.text(
+            "cat-file", "--batch-check", stdin="".join(f"{s}\n" for s in shas).encode()
+        )
+        return {p[0]: p[1] for p in (ln.split() for ln in out.splitlines()) if len(p) == 3}
+
+
+def check_range(git, old, new, rules, refused=frozenset()):
     """[Verdict] for every commit of ``old..new`` (``old`` None or zeros: from the root), in
     order; a single refusing verdict for ``new`` when ``old`` is not in its history (a
-    rewrite of what was accepted)."""
+    rewrite of what was accepted).
+
+    Each commit is judged against the last commit *accepted* (``old`` at first), not only its
+    parent: a refused commit leaves nothing behind, and a later commit that leaves its content
+    out (as publish does, naming it) is judged on what it adds. Commits in ``refused`` (refused
+    here before) get :data:`REFUSED_BEFORE` without a second look."""
     if old and old != ZERO:
         if git.run("merge-base", "--is-ancestor", old, new, check=False).returncode != 0:
             return [
@@ -145,17 +234,34 @@ def check_range(git, old, new, rules):
             ]
         spec = [f"{old}..{new}"]
     else:
-        spec = [new]
+        old, spec = None, [new]
     listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
     commits = [line.split() for line in listing.splitlines() if line.strip()]
     signatures = _signatures(git, spec, rules)
-    return [
-        _check_commit(git, c[0], c[1:], signatures.get(c[0], ("N", "")), rules) for c in commits
-    ]
+    verdicts, base = [], old
+    try:
+        return _judge(git, commits, signatures, refused, rules, verdicts, base)
+    finally:
+        git.close()
+
+
+def _judge(git, commits, signatures, refused, rules, verdicts, base):
+    for commit, *parents in commits:
+        if commit in refused:
+            verdicts.append(Verdict(commit, REFUSED_BEFORE))
+            continue
+        signature = signatures.get(commit, ("N", "", [], 0))
+        verdict = _check_commit(git, commit, parents, base, signature, rules)
+        verdicts.append(verdict)
+        if verdict.ok:
+            base = commit
+    return verdicts
 
 
 def _signatures(git, spec, rules):
-    """{commit: (%G?, %GK)} from one ``git log`` verifying every signature of the range."""
+    """{commit: (%G?, %GK, [commits it says it left out], committer time)} from one
+    ``git log`` verifying every signature of the range (git checks a key's validity period,
+    ``valid-after``/``valid-before`` in allowed_signers, at the commit's time)."""
     config = []
     if rules.allowed_signers:
         config = [
@@ -164,47 +270,68 @@ def _signatures(git, spec, rules):
             "-c",
             f"gpg.ssh.allowedSignersFile={rules.allowed_signers}",
         ]
+    trailer = f"%(trailers:key={LEFT_OUT},valueonly,separator=%x20)"
     proc = subprocess.run(
-        ["git", *config, "--git-dir", git.git_dir, "log", "--format=%H %G? %GK", *spec],
+        [
+            "git",
+            *config,
+            "--git-dir",
+            git.git_dir,
+            "log",
+            f"--format=%H %ct %G? %GK%x1f{trailer}%x1e",
+            *spec,
+        ],
         capture_output=True,
         text=True,
     )
     found = {}
-    for line in proc.stdout.splitlines():
-        parts = line.split()
-        if len(parts) >= 2:
-            found[parts[0]] = (parts[1], parts[2] if len(parts) > 2 else "")
+    for record in proc.stdout.split("\x1e"):
+        head, _, left_out = record.strip().partition("\x1f")
+        parts = head.split()
+        if len(parts) >= 3 and parts[1].isdigit():
+            named = [c for c in left_out.split() if re.fullmatch(r"[0-9a-f]{40}", c)]
+            key = parts[3] if len(parts) > 3 else ""
+            found[parts[0]] = (parts[2], key, named, int(parts[1]))
     return found
 
 
-def _check_commit(git, commit, parents, signature, rules):
+def _check_commit(git, commit, parents, base, signature, rules):
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
-        changes = _changes(git, commit, parents[0] if parents else None)
+        reason = _check_trees(git, commit, base)
+        if reason:
+            return Verdict(commit, reason)
+        changes = _changes(git, commit, base)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
     runs, reason = _check_changes(changes, rules, root=not parents)
     if reason:
         return Verdict(commit, reason)
-    if not runs:
-        return Verdict(commit, "" if not parents else "adds no run (an empty or non-run commit)")
-    if parents:
-        reason = _check_new_runs(git, parents[0], runs, rules)
-        if reason:
-            return Verdict(commit, reason)
-    reason = _check_sizes(git, changes, rules)
+    reason = _check_left_out(git, commit, changes, signature[2], rules)
     if reason:
         return Verdict(commit, reason)
-    reason = _check_signature(signature, sorted({site for site, _ in runs}), rules)
+    if not runs:
+        return Verdict(commit, "" if not parents else "adds no run (an empty or non-run commit)")
+    if base:
+        reason = _check_new_runs(git, base, runs, rules)
+        if reason:
+            return Verdict(commit, reason)
+    reason = _check_sizes(git, [c for c in changes if c[0] == "A"], rules)
+    if reason:
+        return Verdict(commit, reason)
+    reason = _check_times(runs, signature[3], rules)
+    if reason:
+        return Verdict(commit, reason)
+    reason = _check_signature(signature[:2], sorted({site for site, _ in runs}), rules)
     return Verdict(commit, reason, sorted(runs))
 
 
 def _changes(git, commit, parent):
-    """[(status, new mode, new blob, path)] of ``commit`` against its parent (or the empty
-    tree for a root commit); paths as bytes decoded with surrogateescape."""
+    """[(status, new mode, new blob, path)] of ``commit`` against ``parent`` (the last
+    accepted commit; None: the empty tree); paths as bytes decoded with surrogateescape."""
     args = ["diff-tree", "-r", "-z", "--raw", "--no-renames", "--no-commit-id"]
-    args += [parent, commit] if parent else ["--root", commit]
+    args += [parent or EMPTY_TREE, commit]
     raw = git.run(*args).stdout.split(b"\0")
     changes = []
     for i in range(0, len(raw) - 1, 2):
@@ -217,7 +344,8 @@ def _changes(git, commit, parent):
 
 
 def _check_changes(changes, rules, root):
-    """({(site, run)}, reason): every change must add a regular file inside a run."""
+    """({(site, run)}, reason): every change must add a regular file inside a run, or leave
+    out a whole run (:func:`_check_left_out`)."""
     runs = set()
     for status, mode, _, path in changes:
         where = _run_of(path, rules.prefix)
@@ -225,18 +353,138 @@ def _check_changes(changes, rules, root):
             continue  # a root commit's other files are inert: never exported nor checked out
         if isinstance(where, str):
             return runs, f"{_shown(path)}: {where}"
+        if status == "D":
+            continue
         if status != "A":
-            verb = {"M": "modifies", "D": "deletes", "T": "changes the type of"}.get(
-                status, "changes"
-            )
+            verb = {"M": "modifies", "T": "changes the type of"}.get(status, "changes")
             return runs, f"{verb} {_shown(path)}: published runs are never changed"
         if mode not in REGULAR_MODES:
             kind = {"120000": "a symlink", "160000": "a gitlink (submodule)"}.get(
                 mode, f"mode {mode}"
             )
             return runs, f"{_shown(path)} is {kind}: runs hold regular files only"
+        inside = path[len(rules.prefix) :].split("/")[2:]
+        if not (
+            (len(inside) == 1 and inside[0] in RUN_TOP_FILES)
+            or (len(inside) > 1 and inside[0] in RUN_TOP_DIRS)
+        ):
+            return runs, (
+                f"{_shown(path)} is not a file a run holds (at its top: "
+                f"{', '.join(RUN_TOP_FILES)}, {'/, '.join(RUN_TOP_DIRS)}/ only)"
+            )
         runs.add(where)
     return runs, ""
+
+
+def _check_left_out(git, commit, changes, named, rules):
+    """A commit may leave out (delete against the last accepted tree) only whole runs that a
+    commit it names in its ``Sitebench-Left-Out`` trailer added: publish leaves out what its
+    site refused, and the sites that had accepted it keep their copy. Anything else that
+    disappears is a deletion, refused."""
+    gone = {}
+    for status, _, _, path in changes:
+        if status == "D":
+            gone.setdefault(_run_of(path, rules.prefix), []).append(path)
+    if not gone:
+        return ""
+    added = {}
+    for left in named:
+        if git.run("merge-base", "--is-ancestor", left, commit, check=False).returncode != 0:
+            continue
+        parent = git.run("rev-parse", "-q", "--verify", f"{left}^", check=False)
+        try:
+            for status, _, _, path in _changes(git, left, parent.stdout.decode().strip() or None):
+                if status == "A":
+                    added.setdefault(_run_of(path, rules.prefix), set()).add(left)
+        except RuntimeError:
+            continue
+    for (site, run), paths in sorted(gone.items()):
+        whole = not git.text("ls-tree", "--name-only", commit, "--", f"{rules.prefix}{site}/{run}")
+        if not whole or (site, run) not in added:
+            return f"deletes {_shown(paths[0])}: published runs are never changed"
+    return ""
+
+
+def _check_trees(git, commit, base):
+    """The checks git's fsck makes of a tree, for every tree the commit holds that the last
+    accepted one did not: entries sorted as git sorts them, each name once (a file and a
+    folder of the same name included), no empty name, no '/', modes git writes, and each
+    entry's object of the type its mode says (a "blob" that is a tree is refused). An export
+    of such a tree would fail halfway on every site that took it."""
+    tree = _tree_of(git, commit)
+    pending = [(tree, _tree_of(git, base) if base else None, "")]
+    leaves, parents = [], set()
+    while pending:
+        wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
+        objects = git.objects(wanted)
+        later = []
+        for sha, old, where in pending:
+            kind, data = objects.get(sha, ("missing", b""))
+            if kind != "tree":
+                return f"{_shown(where or '/')} is a {kind}, listed as a tree"
+            entries, reason = _tree_entries(data)
+            if reason:
+                return f"malformed tree {_shown(where or '/')}: {reason} (git fsck refuses it)"
+            before = _tree_entries(objects.get(old, ("", b""))[1])[0] if old else {}
+            for name, (mode, sub) in entries.items():
+                if before.get(name) == (mode, sub):
+                    continue
+                path = f"{where}{name.decode('utf-8', errors='surrogateescape')}"
+                if mode == b"40000":
+                    old_mode, old_sub = before.get(name, (None, None))
+                    later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
+                elif mode != b"160000":
+                    leaves.append((sub, ENTRY_TYPES[mode], path))
+                    parents.add(sha)
+        pending = later
+    absent = _absent(git, sorted(parents)) if leaves and git.partial else set()
+    kinds = git.kinds([sha for sha, _, _ in leaves if sha not in absent])
+    for sha, kind, path in leaves:
+        # A blob a partial copy has not fetched is checked when it is (git checks every
+        # object it receives); one that is here must be what its mode says.
+        if sha in kinds and kinds[sha] != kind:
+            return f"{_shown(path)} is listed as a {kind} but is a {kinds[sha]}"
+    return ""
+
+
+def _absent(git, trees):
+    """The entries of ``trees`` (not deeper) a partial copy has not fetched, asked without
+    fetching them (``cat-file`` would fetch, or die where fetching is off)."""
+    if not trees:
+        return set()
+    out = git.text("rev-list", "--objects", "--missing=print", "--filter=tree:1", *trees)
+    return {ln[1:].strip() for ln in out.splitlines() if ln.startswith("?")}
+
+
+def _tree_of(git, commit):
+    kind, data = git.objects([commit]).get(commit, ("missing", b""))
+    if kind != "commit" or not data.startswith(b"tree "):
+        raise RuntimeError(f"{commit[:12]} is not a commit here")
+    return data[5:45].decode()
+
+
+def _tree_entries(data):
+    """({name: (mode, sha)}, reason) of a raw tree object, with fsck's reason if malformed."""
+    entries, at, last = {}, 0, None
+    while at < len(data):
+        space, nul = data.find(b" ", at), data.find(b"\0", at)
+        if space < 0 or nul < 0 or space > nul or nul + 21 > len(data):
+            return entries, "a truncated entry"
+        mode, name, sha = data[at:space], data[space + 1 : nul], data[nul + 1 : nul + 21].hex()
+        at = nul + 21
+        if mode not in ENTRY_TYPES:
+            return entries, f"mode {mode.decode(errors='replace')!r} is not one git writes"
+        if not name or b"/" in name:
+            return entries, f"entry name {name!r} (empty or a path)"
+        if name in entries:
+            clash = (entries[name][0] == b"40000") != (mode == b"40000")
+            what = "a file and a folder of one name" if clash else "duplicate entries"
+            return entries, f"{name.decode(errors='replace')!r} twice ({what})"
+        key = name + (b"/" if mode == b"40000" else b"")
+        if last is not None and key <= last:
+            return entries, f"{name.decode(errors='replace')!r} out of git's order (not sorted)"
+        entries[name], last = (mode, sha), key
+    return entries, ""
 
 
 def _run_of(path, prefix):
@@ -284,7 +532,8 @@ def _bad_component(part):
 
 
 def _check_new_runs(git, parent, runs, rules):
-    """Each run the commit touches must be absent from its parent (never extended)."""
+    """Each run the commit touches must be absent from the last accepted commit ``parent``
+    (never extended)."""
     for site in sorted({site for site, _ in runs}):
         existing = set(
             git.text("ls-tree", "--name-only", "-z", parent, "--", f"{rules.prefix}{site}/").split(
@@ -321,6 +570,27 @@ def _check_sizes(git, changes, rules):
     return ""
 
 
+def _check_times(runs, committed, rules):
+    """A run's time (its name's) is no later than its commit's, and the commit's no later
+    than now: a run from the future is refused (a signing key's validity period is checked
+    by git at the commit's time, so that time must be bounded too)."""
+    now = rules.now if rules.now is not None else time.time()
+    if committed > now + CLOCK_SKEW_S:
+        when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(committed))
+        return f"committed in the future ({when}): commit times are bounded by now"
+    for site, run in sorted(runs):
+        try:
+            started = calendar.timegm(time.strptime(run[:16], "%Y%m%dT%H%M%SZ"))
+        except ValueError:
+            return f"the run {site}/{run} has no valid time in its name"
+        if started > committed + CLOCK_SKEW_S:
+            return (
+                f"the run {site}/{run} is dated after its commit: run times are bounded by "
+                "their commit's"
+            )
+    return ""
+
+
 def in_run(path, prefix):
     """A path's part inside its run ("" for a path that is not in a run)."""
     parts = path[len(prefix) :].split("/", 2) if path.startswith(prefix) else []
@@ -342,6 +612,12 @@ def _check_signature(signature, sites, rules):
     if status != "G":
         if unsigned_ok:
             return ""
+        if key in rules.trusted:
+            return (
+                f"signed by {key}, trusted for {', '.join(sorted(rules.trusted[key]))} but not "
+                "at the commit's time (outside its valid-after/valid-before: revoked or not "
+                "yet valid)"
+            )
         return f"signed by a key not trusted here ({key}): ./sitebench trust add SITE KEYFILE"
     allowed = rules.trusted.get(key, set())
     others = [site for site in sites if site not in allowed and site not in rules.unsigned_sites]
