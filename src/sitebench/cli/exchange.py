@@ -20,6 +20,7 @@ example = """
   ./sitebench exchange migrate --site mycluster  # once: results/ leaves the code's remote
   ./sitebench exchange quarantine               # the incoming commits refused here, and why
   ./sitebench exchange restore                  # after a history rewrite on the remote
+  ./sitebench exchange accepted                 # the commit a joining site pins (pull --expect)
   ./sitebench exchange altered local            # runs changed after they were indexed
 """
 

@@ -5,6 +5,12 @@ one accepted by this site's pull (verified then), fetched by its tree's id (git 
 object's hash), size caps checked before a byte is written, written aside and renamed, never
 over a run already here."""
 
+section = "exchange"
+
+example = """
+  ./sitebench show beta/20261122T111440Z-ebb65a    # its outputs back, byte for byte
+"""
+
 description = "write one run of another site whole into results/ (its outputs on demand)"
 
 

@@ -22,6 +22,8 @@ section = "exchange"
 example = """
   ./sitebench trust key mycluster               # this site's public key: send it to the others
   ./sitebench trust add othercluster other.pub  # accept othercluster's runs signed by that key
+  ./sitebench trust add othercluster new.pub --valid-after 2026-12-01   # a rotated key
+  ./sitebench trust revoke othercluster --since 2026-11-27T03:00:00Z   # a stolen key
   ./sitebench trust list
   ./sitebench trust remove othercluster --fingerprint SHA256:3q2+7w...
   ./sitebench trust allow-unsigned oldsite      # insecure: during a migration only
