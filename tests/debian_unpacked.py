@@ -43,9 +43,9 @@ def root():
     return paths.user_cache_dir() / "test-debs"
 
 
-def unpacked(name, packages, finish=None, timeout=600):
-    """The tree of ``packages`` unpacked together at ``root()/name``, made once;
-    ``finish(tree)`` completes it before it is renamed into place."""
+def made_once(name, make):
+    """The tree ``root()/name``, made once by ``make(work)``, which returns it made in
+    ``work`` (a directory of its own beside the tree, removed after)."""
     final = root() / name
     if (final / COMPLETE).is_file():
         return final
@@ -54,11 +54,9 @@ def unpacked(name, packages, finish=None, timeout=600):
             return final
         work = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=root()))
         try:
-            tree = _download_and_unpack(work, packages, timeout)
-            if finish:
-                finish(tree)
-            (tree / COMPLETE).write_text(" ".join(packages) + "\n")
-            if final.exists():  # an incomplete tree of an older layout: replaced
+            tree = make(work)
+            (tree / COMPLETE).write_text(f"{name}\n")
+            if final.exists():  # left by an interrupted older layout: replaced
                 shutil.rmtree(final)
             tree.rename(final)
         finally:
@@ -66,27 +64,43 @@ def unpacked(name, packages, finish=None, timeout=600):
     return final
 
 
-def _download_and_unpack(work, packages, timeout):
-    debs = work / "debs"
-    debs.mkdir()
+def unpacked(name, packages, finish=None, timeout=600):
+    """The tree of ``packages`` unpacked together at ``root()/name``, made once;
+    ``finish(tree)`` completes it before it is renamed into place."""
+
+    def make(work):
+        tree = _download_and_unpack(work, packages, timeout)
+        if finish:
+            finish(tree)
+        return tree
+
+    return made_once(name, make)
+
+
+def apt_get(argv, cwd, timeout=600, what=None):
+    """Run ``apt-get argv`` in ``cwd``; :class:`Unavailable` with apt's errors if it fails."""
+    what = what or f"apt-get {' '.join(argv)}"
     try:
         proc = subprocess.run(
-            ["apt-get", "download", *packages],
-            cwd=debs,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
+            ["apt-get", *argv], cwd=cwd, capture_output=True, text=True, timeout=timeout
         )
     except (OSError, subprocess.TimeoutExpired) as err:
-        raise Unavailable(f"apt-get download {' '.join(packages)}: {err}") from None
+        raise Unavailable(f"{what}: {err}") from None
     if proc.returncode != 0:
         errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("E:")] or [
             proc.stderr.strip()[-300:]
         ]
         raise Unavailable(
-            f"apt-get download {' '.join(packages)} failed ({'; '.join(errors)}): "
-            "apt cannot reach a Debian mirror, or its lists are stale (apt-get update)"
+            f"{what} failed ({'; '.join(errors)}): apt cannot reach a Debian mirror, "
+            "or its lists are stale (apt-get update)"
         )
+    return proc
+
+
+def _download_and_unpack(work, packages, timeout):
+    debs = work / "debs"
+    debs.mkdir()
+    apt_get(["download", *packages], debs, timeout, f"apt-get download {' '.join(packages)}")
     tree = work / "tree"
     for deb in sorted(debs.glob("*.deb")):
         subprocess.run(["dpkg", "-x", str(deb), str(tree)], check=True, capture_output=True)
