@@ -53,7 +53,14 @@ def run_and_store(site, scale="quick", reframe_args=()):
         note = f"sitebench: ReFrame was interrupted ({interrupted}) before it wrote its report"
         report.write_text(json.dumps({"session_info": {"note": note}, "runs": []}) + "\n")
     if not report.is_file():
-        incoming.abandon(f"ReFrame exited with {code} and wrote no report")
+        # E.g. no check selected (-n nomatch): the empty assembly goes, nothing was stored.
+        incoming.discard(f"ReFrame exited with {code} and wrote no report")
+        if code == 0:  # ReFrame writes no report when its options select no test
+            raise SitebenchError(
+                "ReFrame selected no test case and wrote no report; nothing was stored",
+                "check the options given to ReFrame after `--` (-n, -x, -t select checks "
+                "by name and tag)",
+            )
         raise SitebenchError(
             f"ReFrame exited with {code} and wrote no report; nothing was stored "
             f"(its output is kept in {work})",
