@@ -15,7 +15,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.results.rundirs import Incoming, copy_into, keep_case_files, report_cases
-from sitebench.run import provenance, runner
+from sitebench.run import count_settings, provenance, runner
 
 
 def store(incoming, work, report, write_provenance):
@@ -40,6 +40,7 @@ def run_and_store(site, scale="quick", reframe_args=()):
     """Run the suite on ``site`` (a :class:`~sitebench.sites.site.Site`) at ``scale`` and
     store it; return (run directory, ReFrame exit code, 128 + signal if interrupted)."""
     runner.check_scale(scale)
+    count_settings.check(reframe_args)
     prepared = runner.prepare(site)
     cluster = runner.slurm_cluster(site)
     incoming = Incoming(site.name)
