@@ -48,7 +48,7 @@ def envmod_command():
     """The Tcl Environment Modules' command: installed, else Debian's package unpacked in
     the user's cache (fetched by the first test that asks); :class:`Missing` says why not."""
     if not shutil.which("tclsh"):
-        raise Missing("no tclsh (the Tcl Environment Modules run in it): apt-get install tcl")
+        raise Missing("no tclsh, which the Tcl Environment Modules run in: apt-get install lmod")
     installed = Path("/") / MODULECMD
     if installed.is_file():
         return str(installed)

@@ -208,5 +208,7 @@ def test_a_damaged_binary_in_a_read_only_cache_is_named_and_left(tmp_path, env_d
     spack.buildcache = buildcache.Cache(cache, False, "read-only")
     assert cached_roots.install(spack, env_dir, set()) == 0 and spack.calls == []
     err = capfd.readouterr().err
-    assert "damaged binary of stream/strm" in err and "left in place (the cache is read-only)" in err
+    assert (
+        "damaged binary of stream/strm" in err and "left in place (the cache is read-only)" in err
+    )
     assert blob.read_bytes() == b"changed"

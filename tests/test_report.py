@@ -598,9 +598,9 @@ def test_every_table_and_chart_leaves_out_disturbed_figures_and_other_hosts(tmp_
     assert set(judged["host"]) == {"58cbb5194e14"} and not judged["disturbed"].any()
     n_disturbed = sum(
         1
-        for a in json.loads((mixed_root / "local/20261126T030000Z-d15ed0/report.json").read_text())[
-            "runs"
-        ]
+        for a in json.loads(
+            (mixed_root / "local/20261126T030000Z-d15ed0/report.json").read_text()
+        )["runs"]
         for c in a["testcases"]
         if not c.get("fixture") and c.get("disturbed")
         for _ in (c.get("perfvalues") or {})

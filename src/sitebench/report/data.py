@@ -270,9 +270,7 @@ def same_host(figures):
     keys = ["site", "partition"]
     frame = figures.assign(partition=figures["partition"].fillna(""))
     per_host = frame["host"].notna()
-    newest = (
-        frame[per_host].sort_values("run").groupby(keys, sort=True)[["host", "run"]].last()
-    )
+    newest = frame[per_host].sort_values("run").groupby(keys, sort=True)[["host", "run"]].last()
     merged = frame.join(newest.rename(columns={"host": "shown", "run": "newest"}), on=keys)
     unknown = merged["shown"] == UNKNOWN_HOST
     keep = (
@@ -290,9 +288,7 @@ def same_host(figures):
             f"({', '.join(others)}) left out: the report shows host {shown}, its newest "
             "run's (sites/host.py: a host is its CPU model, sockets, cores, CPUs, memory)"
         )
-    hosts = {
-        site: sorted(set(group["shown"])) for site, group in merged[per_host].groupby("site")
-    }
+    hosts = {site: sorted(set(group["shown"])) for site, group in merged[per_host].groupby("site")}
     return figures[keep.to_numpy()], notes, hosts
 
 

@@ -104,7 +104,9 @@ def set_aside(damaged, writable):
         if writable:
             try:
                 moved = [p for p in {bad.blob, bad.manifest} if _aside(p, stamp)]
-                done = f"moved aside ({', '.join(sorted(p.name for p in moved))} + .damaged-{stamp})"
+                done = (
+                    f"moved aside ({', '.join(sorted(p.name for p in moved))} + .damaged-{stamp})"
+                )
             except OSError as err:
                 done = f"left in place ({err.strerror})"
         print(
