@@ -5,8 +5,8 @@ off PATH. Lmod (Debian's ``lmod``) and the Tcl Environment Modules (Debian's
 ``environment-modules``, unpacked beside Lmod by tests/debian_unpacked.py) each list it,
 load from it after a purge and refuse what cannot load; a site is onboarded from it with no
 hand edits (Spack's detection behind each module, externals with ``modules:``, toolchains
-naming their modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it, loading the
-toolchain's modules in their job scripts.
+naming their modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it,
+loading the toolchain's modules in their job scripts.
 """
 
 import json
