@@ -431,12 +431,17 @@ def test_compiler_modules_are_set_against_each_other_gcc_against_gcc_and_against
     for other in ("gcc11-openmpi4", "clang14-openmpi4"):
         figures = compared_figures(f"{name}%gcc12-openmpi4", f"{name}%{other}", clean)
         assert {"latency_small", "latency_large"} <= figures, (other, figures)
-    # The report's ping-pong chart draws a curve per compiler, as it does per MPI.
+    # The report's ping-pong chart draws a curve per compiler, as it does per MPI. With the
+    # disturbed figures kept: on a busy machine every case may be disturbed (12 of 12 were
+    # on 2026-11-27 beside a CI run), and what is under test is the series, not the speed.
     from sitebench.report import data as report_data
     from sitebench.report import sections
 
     data = report_data.load(
-        results_root=results_root, store_dir=results_root.parent / "store", warn=print
+        results_root=results_root,
+        store_dir=results_root.parent / "store",
+        warn=print,
+        include_disturbed=True,
     )
     (pingpong,) = [s for s in sections.build_sections(data) if s.anchor == "pingpong"]
     drawn = json.dumps([chart.to_dict() for chart in pingpong.charts])
