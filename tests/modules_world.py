@@ -14,7 +14,7 @@ Modulefiles are Tcl (``#%Module``): Lmod reads them too. None of the prefixes is
 
 The Tcl Environment Modules (``envmod``) conflict with Lmod as Debian packages; where Lmod
 is installed, the test suite runs Debian's ``environment-modules`` unpacked beside it
-(:func:`envmod_command`, tests/README.md says how to unpack it).
+(:func:`envmod_command`; ``debian_unpacked`` fetches and unpacks it once per user).
 """
 
 import json
@@ -24,16 +24,13 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import debian_unpacked
 from sitebench.sites import mpi_prefix
 from sitebench.spack import buildcache
 
 LMOD = "/usr/share/lmod/lmod/libexec/lmod"
-#: Where tests/README.md unpacks Debian's environment-modules when Lmod is the installed one.
-ENVMOD_UNPACKED = Path("/opt/sitebench-test/environment-modules")
-ENVMOD_PATHS = (
-    Path("/usr/lib/x86_64-linux-gnu/modulecmd.tcl"),
-    ENVMOD_UNPACKED / "usr/lib/x86_64-linux-gnu/modulecmd.tcl",
-)
+#: Where Debian's environment-modules puts its command (installed, or in the unpacked tree).
+MODULECMD = "usr/lib/x86_64-linux-gnu/modulecmd.tcl"
 
 
 #: A compiler prefix's programs (Debian names them with a version suffix: gcc-12).
@@ -43,15 +40,37 @@ CLANG_PROGRAMS = ("clang", "clang++")
 DETECTED_BY = {"openmpi": ("ompi_info",), "mpich": ("mpichversion",)}
 
 
+class Missing(Exception):
+    """A module system this machine lacks and the tests cannot prepare: why, and the fix."""
+
+
 def envmod_command():
-    for path in ENVMOD_PATHS:
-        if path.is_file() and shutil.which("tclsh"):
-            return str(path)
-    return None
+    """The Tcl Environment Modules' command: installed, else Debian's package unpacked in
+    the user's cache (fetched by the first test that asks); :class:`Missing` says why not."""
+    if not shutil.which("tclsh"):
+        raise Missing("no tclsh, which the Tcl Environment Modules run in: apt-get install lmod")
+    installed = Path("/") / MODULECMD
+    if installed.is_file():
+        return str(installed)
+    try:
+        return str(debian_unpacked.envmod() / MODULECMD)
+    except debian_unpacked.Unavailable as err:
+        raise Missing(f"the Tcl Environment Modules: {err}") from None
 
 
 def lmod_command():
-    return LMOD if Path(LMOD).is_file() else None
+    if not Path(LMOD).is_file():
+        raise Missing("Lmod is not installed: apt-get install lmod (README's line for the tests)")
+    return LMOD
+
+
+def gcc11_bin():
+    """Debian's GCC 11 unpacked (off PATH: installed, ``/usr/bin/gcc-11`` would become a
+    second compiler of the local site); :class:`Missing` says why not."""
+    try:
+        return debian_unpacked.gcc11() / "usr" / "bin"
+    except debian_unpacked.Unavailable as err:
+        raise Missing(f"Debian's GCC 11: {err}") from None
 
 
 def debian_version(package):
@@ -126,10 +145,6 @@ def build(root, final=None):
     return world
 
 
-#: Debian's GCC 11, unpacked (tests/README.md): a second compiler of a version of its own.
-GCC11_UNPACKED = Path("/opt/sitebench-test/gcc-11")
-
-
 def build_compilers_shared():
     """A second module path beside :func:`build_shared`'s tree, for compiler against
     compiler: ``gcc/12`` and Open MPI as in that tree (the same prefixes, so what was built
@@ -138,12 +153,10 @@ def build_compilers_shared():
     as the tree. Returns {"modulepath", "gcc", "gcc11", "clang", "openmpi"} (module
     names)."""
     shared = build_shared()
+    gcc11 = gcc11_bin()
 
     def make(tmp, final):
-        _compiler_prefix(
-            tmp / "gcc-11",
-            {n: GCC11_UNPACKED / "usr" / "bin" / f"{n}-11" for n in COMPILER_PROGRAMS},
-        )
+        _compiler_prefix(tmp / "gcc-11", {n: gcc11 / f"{n}-11" for n in COMPILER_PROGRAMS})
         _compiler_prefix(tmp / "clang-14", {n: f"/usr/bin/{n}-14" for n in CLANG_PROGRAMS})
         tree = tmp / "modulefiles"
         _modulefile(tree / "gcc" / "11", [f"prepend-path PATH {final}/gcc-11/bin"])

@@ -284,6 +284,25 @@ def test_a_damaged_binary_is_refused_and_rebuilt(seeded, spack, tmp_path, damage
 
 @pytest.mark.spack
 @pytest.mark.reliability_fault
+def test_a_damaged_binary_of_a_real_cache_is_found_and_only_it(seeded, tmp_path):
+    """Spack's own manifests and tarballs (the seeded cache): the one damaged tarball is
+    found before Spack is asked for it, every whole one passes."""
+    from sitebench.spack import damaged_binaries
+
+    _top, env_dir, cache = seeded
+    copy = tmp_path / "cache"
+    subprocess.run(["cp", "-a", str(cache), str(copy)], check=True)
+    hashes = set(_lock_hashes(env_dir, "memaccess")) | set(_lock_hashes(env_dir, "mpi-ring"))
+    assert damaged_binaries.find(copy, hashes) == []
+    blob = _blob_of(copy, "memaccess")
+    blob.write_bytes(blob.read_bytes()[::-1])
+    (found,) = damaged_binaries.find(copy, hashes)
+    assert (found.name, found.blob) == ("memaccess", blob)
+    assert found.why == "its tarball's sha256 is not the one its manifest names"
+
+
+@pytest.mark.spack
+@pytest.mark.reliability_fault
 def test_two_pushes_of_one_spec_at_once(seeded, spack, tmp_path):
     """Two checkouts pushing the same specs into one cache at the same moment: every file
     whole (each blob's sha256 is its name), and the cache serves an install."""

@@ -1,6 +1,7 @@
 """A new checkout of the whole suite installs the roots the binary cache holds whole in
 one Spack call before ReFrame starts (spack/cached_roots.py)."""
 
+import hashlib
 import json
 import subprocess
 from types import SimpleNamespace
@@ -37,10 +38,25 @@ def env_dir(tmp_path):
     return tmp_path / "env"
 
 
-def push(cache, name, version, digest):
+def push(cache, name, version, digest, tarball=None):
+    """A spec in ``cache`` as Spack's v3 layout holds it: a manifest naming its tarball's
+    sha256 and length, the tarball a blob named by its digest. Returns the blob."""
+    tarball = tarball if tarball is not None else f"{name} {digest}".encode()
+    checksum = hashlib.sha256(tarball).hexdigest()
+    blob = cache / "blobs" / "sha256" / checksum[:2] / checksum
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(tarball)
     folder = cache / buildcache.SPECS / name
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{name}-{version}-{digest}.spec.manifest.json").write_text("{}")
+    entry = {
+        "contentLength": len(tarball),
+        "mediaType": "application/vnd.spack.install.v2.tar+gzip",
+        "checksumAlgorithm": "sha256",
+        "checksum": checksum,
+    }
+    manifest = folder / f"{name}-{version}-{digest}.spec.manifest.json"
+    manifest.write_text(json.dumps({"version": 3, "data": [entry]}))
+    return blob
 
 
 @pytest.mark.parametrize(
@@ -144,3 +160,55 @@ def test_the_run_installs_from_the_cache_only_for_the_whole_suite(tmp_path, monk
         asked.clear(), written.clear()
         runner.run_suite(site, prepared, "quick", tmp_path, tmp_path / "r.json", args)
         assert len(asked) == expected and len(written) == 1 + expected, (args, toolchain)
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.parametrize("damage", ["truncated", "corrupted", "missing"])
+def test_a_damaged_binary_is_named_set_aside_and_left_to_a_build(tmp_path, env_dir, capfd, damage):
+    """The tarball of a cached root truncated, changed or gone: named on the console with
+    why and what was done (moved aside, kept), not offered to Spack; the sound ones are."""
+    cache = tmp_path / "cache"
+    push(cache, "stream", "5.10", "strm")
+    push(cache, "compiler-wrapper", "1.1.0", "cw")
+    blob = push(cache, "hpl", "2.3", "hpl1", tarball=b"x" * 4096)
+    if damage == "missing":
+        blob.unlink()
+    else:
+        blob.write_bytes(b"x" * 2048 if damage == "truncated" else b"y" * 4096)
+    spack = FakeSpack(cache)
+    assert cached_roots.install(spack, env_dir, set()) == 1
+    assert spack.calls == [("-e", env_dir, "install", "--use-buildcache", "only", "/strm")]
+    err = capfd.readouterr().err
+    why = {
+        "truncated": "its tarball has 2048 bytes where its manifest says 4096",
+        "corrupted": "its tarball's sha256 is not the one its manifest names",
+        "missing": "its tarball is missing",
+    }[damage]
+    assert f"damaged binary of hpl/hpl1: {why} ({blob})" in err, err
+    assert "Spack builds it from source and pushes a whole one" in err
+    assert "moved aside (" in err and "left in place" not in err
+    manifests = cache / buildcache.SPECS / "hpl"
+    assert [p.name.split(".damaged-")[0] for p in manifests.iterdir()] == [
+        "hpl-2.3-hpl1.spec.manifest.json"
+    ]  # kept for inspection, no longer a binary of the cache
+    if damage != "missing":
+        (aside,) = blob.parent.glob(f"{blob.name}.damaged-*")
+        assert not blob.exists() and aside.read_bytes() != b"x" * 4096
+    # Set aside once: the next run finds nothing damaged and does not say it again.
+    assert cached_roots.install(FakeSpack(cache), env_dir, set()) == 1
+    assert "damaged binary" not in capfd.readouterr().err
+
+
+@pytest.mark.reliability_fault
+def test_a_damaged_binary_in_a_read_only_cache_is_named_and_left(tmp_path, env_dir, capfd):
+    cache = tmp_path / "cache"
+    blob = push(cache, "stream", "5.10", "strm")
+    blob.write_bytes(b"changed")
+    spack = FakeSpack(cache)
+    spack.buildcache = buildcache.Cache(cache, False, "read-only")
+    assert cached_roots.install(spack, env_dir, set()) == 0 and spack.calls == []
+    err = capfd.readouterr().err
+    assert (
+        "damaged binary of stream/strm" in err and "left in place (the cache is read-only)" in err
+    )
+    assert blob.read_bytes() == b"changed"

@@ -115,3 +115,53 @@ def test_missing_references(tmp_path):
     with pytest.raises(SitebenchError, match="is missing") as err:
         references.validate(tmp_path / "references.yaml")
     assert "empty mapping" in err.value.fix
+
+
+# -- counts asked with -S -----------------------------------------------------------------
+@pytest.mark.reliability_input
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-S", "ranks=3"], ["-S ranks=3: ranks is a parameter", "'3' is not one of them"]),
+        (["-S", "num_ranks=3"], ["set from the ranks parameter at setup and would be replaced"]),
+        (["-SNpbCheck.ranks=2"], ["-S NpbCheck.ranks=2", "-n '%ranks=2'"]),
+        (["--setvar=StreamCheck.num_threads=5"], ["-S StreamCheck.num_threads=5", "not one"]),
+        (["-S", "threads=half"], ["-n '%threads=half'", "-S NpbJavaCheck.threads=half sets"]),
+    ],
+)
+def test_a_count_the_checks_do_not_take_from_s_is_refused_with_the_list(args, words):
+    """`-S ranks=3` would be ignored by ReFrame (a parameter), `-S num_ranks=3` replaced at
+    setup: refused before anything runs, with the counts the checks list and how to pick one."""
+    from sitebench.run import count_settings
+
+    with pytest.raises(SitebenchError) as err:
+        count_settings.check(["-n", "NpbCheck", *args])
+    text = str(err.value)
+    for word in words:
+        assert word in text, text
+    assert "1, 2, 4, 8, 16, quarter, half, all" in text
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-S", "PagesCheck.num_ranks=2"],  # a plain variable of that check: -S sets it
+        ["-S", "NpbJavaCheck.threads=3"],
+        ["-S", "npb_class=S", "-S", "max_nodes=1"],
+        ["-n", "ranks=3"],  # not a setting
+    ],
+)
+def test_settings_that_set_no_count_of_a_parameter_pass(args):
+    from sitebench.run import count_settings
+
+    count_settings.check(args)
+
+
+def test_run_refuses_ranks_3_before_anything_runs(results_root):
+    from conftest import sitebench
+
+    proc = sitebench("run", "--", "-n", "NpbCheck", "-S", "ranks=3")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "-S ranks=3: ranks is a parameter" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (results_root / "local").exists() or not list((results_root / "local").iterdir())

@@ -2,11 +2,11 @@
 
 tests/modules_world.py makes a module tree whose GCC and MPIs live in prefixes of their own,
 off PATH. Lmod (Debian's ``lmod``) and the Tcl Environment Modules (Debian's
-``environment-modules``, unpacked beside Lmod: tests/README.md) each list it, load from it
-after a purge and refuse what cannot load; a site is onboarded from it with no hand edits
-(Spack's detection behind each module, externals with ``modules:``, toolchains naming their
-modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it, loading the
-toolchain's modules in their job scripts.
+``environment-modules``, unpacked beside Lmod by tests/debian_unpacked.py) each list it,
+load from it after a purge and refuse what cannot load; a site is onboarded from it with no
+hand edits (Spack's detection behind each module, externals with ``modules:``, toolchains
+naming their modules, ReFrame's ``modules_system``) and ReFrame's tutorial checks run on it,
+loading the toolchain's modules in their job scripts.
 """
 
 import json
@@ -26,17 +26,15 @@ from sitebench.common.errors import SitebenchError
 from sitebench.sites import modules, onboard, toolchains, validate
 
 KINDS = {"lmod": modules_world.lmod_command, "envmod": modules_world.envmod_command}
-INSTALL = {
-    "lmod": "apt-get install lmod",
-    "envmod": "unpack Debian's environment-modules as tests/README.md says",
-}
 REFRAME = os.path.join(os.path.dirname(sys.executable), "reframe")
 
 
-def command_or_fail(kind):
-    command = KINDS[kind]()
-    assert command, f"{kind} is not installed: {INSTALL[kind]} (tests/README.md)"
-    return command
+def command_or_skip(kind):
+    """The module system's command; a skip saying why where it cannot be had here."""
+    try:
+        return KINDS[kind]()
+    except modules_world.Missing as err:
+        pytest.skip(f"{kind.upper()} NOT AVAILABLE: {err}")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +45,7 @@ def world():
 @pytest.fixture(params=sorted(KINDS))
 def shell(request, world, monkeypatch):
     """(system, env): a shell of the site where ``kind``'s modules are initialized."""
-    env = modules_world.environ(request.param, command_or_fail(request.param), world["modulepath"])
+    env = modules_world.environ(request.param, command_or_skip(request.param), world["modulepath"])
     system = modules.find(env)
     assert system is not None and system.kind == request.param
     return system, env
@@ -227,7 +225,7 @@ def onboarded(request, onboard_with):
 
 
 def _onboard(kind, world, machine_detection, tmp_path_factory, name=None):
-    env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
+    env = modules_world.environ(kind, command_or_skip(kind), world["modulepath"])
     name = name or f"mod-{kind}"
     root = tmp_path_factory.mktemp(f"sites-{name}")
     (root / "site-configs" / "local").mkdir(parents=True)
@@ -375,10 +373,11 @@ def test_compiler_modules_are_set_against_each_other_gcc_against_gcc_and_against
     with GCC 12's Fortran, whose module it loads too); `run --toolchain all` builds OSU with
     each (the binary says which compiler made it) and `compare` sets compiler against
     compiler, figure by figure."""
-    gcc11 = modules_world.GCC11_UNPACKED / "usr/bin/gcc-11"
-    assert gcc11.is_file(), f"no {gcc11}: unpack Debian's gcc-11 as tests/README.md says"
     assert shutil.which("clang-14"), "no clang-14: apt-get install clang libomp-dev"
-    world = modules_world.build_compilers_shared()
+    try:
+        world = modules_world.build_compilers_shared()
+    except modules_world.Missing as err:
+        pytest.skip(f"GCC 11 NOT AVAILABLE: {err}")
     root, name, env, _ = _onboard(
         "lmod", world, machine_detection, tmp_path_factory, name="compilers-lmod"
     )
@@ -432,12 +431,17 @@ def test_compiler_modules_are_set_against_each_other_gcc_against_gcc_and_against
     for other in ("gcc11-openmpi4", "clang14-openmpi4"):
         figures = compared_figures(f"{name}%gcc12-openmpi4", f"{name}%{other}", clean)
         assert {"latency_small", "latency_large"} <= figures, (other, figures)
-    # The report's ping-pong chart draws a curve per compiler, as it does per MPI.
+    # The report's ping-pong chart draws a curve per compiler, as it does per MPI. With the
+    # disturbed figures kept: on a busy machine every case may be disturbed (12 of 12 were
+    # on 2026-11-27 beside a CI run), and what is under test is the series, not the speed.
     from sitebench.report import data as report_data
     from sitebench.report import sections
 
     data = report_data.load(
-        results_root=results_root, store_dir=results_root.parent / "store", warn=print
+        results_root=results_root,
+        store_dir=results_root.parent / "store",
+        warn=print,
+        include_disturbed=True,
     )
     (pingpong,) = [s for s in sections.build_sections(data) if s.anchor == "pingpong"]
     drawn = json.dumps([chart.to_dict() for chart in pingpong.charts])
@@ -453,7 +457,7 @@ def test_the_local_sites_detection_takes_toolchains_from_modules_too(
     from sitebench.sites import local_site, module_externals
     from sitebench.spack import pinned
 
-    env = modules_world.environ("envmod", command_or_fail("envmod"), world["modulepath"])
+    env = modules_world.environ("envmod", command_or_skip("envmod"), world["modulepath"])
     root = tmp_path / "root"
     (root / "site-configs" / "local").mkdir(parents=True)
     shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")

@@ -490,9 +490,139 @@ def test_disturbed_cases_are_named_in_the_provenance_table(tmp_path):
     case.update(disturbed=True, foreign_cores=1.5)
     (busy / "report.json").write_text(json.dumps(rfm))
     text = report.make(results_root=root, store_dir=tmp_path / "s").html
-    assert "Caveat: 1 run(s) have cases measured while other work took the machine" in text
+    assert "1 run(s) have cases measured while other work took the machine" in text
+    assert "left out of every chart, curve and table" in text
     rows = {
         r: text.split(f'<tr id="run-local-{r.name}">')[1].split("</tr>")[0] for r in (quiet, busy)
     }
     assert f"<td>{html.escape(case['display_name'])}</td>" in rows[busy]
     assert "<td>no</td><td>no</td>" in rows[quiet]  # not disturbed, not emulated
+
+
+# -- what the report keeps apart: disturbed figures, other hosts ------------------------------
+RICH_RUN = RESULTS / "local" / "20261125T095540Z-bb645e"  # every quick check, its host recorded
+OTHER_HOST = "0th3rh0st000"
+
+
+def _java_cases(environ="gcc-openmpi"):
+    """The Java ping-pong's three set-ups as ReFrame cases (figures as in
+    tests/fixtures/java-pingpong/, MPJ multicore and niodev, Open MPI Java)."""
+    cases = []
+    for device, latency, bandwidth in (
+        ("multicore", 12.9, 1240.0),
+        ("niodev", 45.2, 882.5),
+        ("ompi", 0.75, 4112.06),
+    ):
+        cases.append(
+            {
+                "name": "JavaPingPongCheck",
+                "display_name": f"JavaPingPongCheck %device={device} %mapping=core",
+                "unique_name": f"JavaPingPongCheck_{device}",
+                "system": "local",
+                "partition": "default",
+                "environ": environ,
+                "result": "pass",
+                "fixture": False,
+                "reference_keys": ["scale", "device", "mapping"],
+                "scale": "quick",
+                "device": device,
+                "mapping": "core",
+                "perfvalues": {
+                    "local:default:latency_small": [latency, 0, None, None, "us"],
+                    "local:default:bandwidth_peak": [bandwidth, 0, None, None, "MB/s"],
+                },
+            }
+        )
+    return cases
+
+
+def _stored_copy(site_dir, name, factor, disturbed=False, host=None):
+    """RICH_RUN copied as run ``name`` with the Java cases added, every figure and OSU curve
+    times ``factor``, every case marked ``disturbed`` or of another ``host`` as asked."""
+    dest = site_dir / name
+    shutil.copytree(RICH_RUN, dest)
+    rfm = json.loads((dest / "report.json").read_text())
+    rfm["runs"][0]["testcases"] += _java_cases()
+    for attempt in rfm["runs"]:
+        for case in attempt["testcases"]:
+            for key, entry in (case.get("perfvalues") or {}).items():
+                case["perfvalues"][key] = toolchain_runs._scaled(entry, factor)
+            if not case.get("fixture"):
+                case["disturbed"] = disturbed
+                case["host_fingerprint"] = host or case.get("host_fingerprint") or "58cbb5194e14"
+    stamp = name.split("-")[0]
+    rfm["session_info"]["time_start"] = f"{stamp[:15]}+0000"
+    (dest / "report.json").write_text(json.dumps(rfm))
+    for out in dest.glob("output/*/*/*/Osu*Check_*/rfm_job.out"):
+        out.write_text(toolchain_runs._osu_curve(out.read_text(errors="replace"), factor))
+    return dest
+
+
+def _tables_and_data(found):
+    """{section anchor: (its table as records, the data every chart of it draws)}."""
+    out = {}
+    for section in sections.build_sections(found):
+        table = None if section.table is None else section.table.to_dict("records")
+        data = [c.to_dict().get("datasets") for c in section.charts]
+        out[section.anchor] = (json.dumps(table, sort_keys=True, default=str), data)
+    return out
+
+
+def test_every_table_and_chart_leaves_out_disturbed_figures_and_other_hosts(tmp_path):
+    """A store of two quiet runs, a disturbed one beside them (every figure 1000 times) and
+    an older run of another host (100 times): every section's table and every chart's data
+    equal those of the quiet runs alone, and the page says what was left out and which host
+    is shown; --include-disturbed brings the disturbed figures back."""
+    if not (RICH_RUN / "report.json").is_file():
+        pytest.skip(f"the committed run {RICH_RUN} is not in this checkout")
+    quiet_root, mixed_root = tmp_path / "quiet", tmp_path / "mixed"
+    for root in (quiet_root, mixed_root):
+        _stored_copy(root / "local", "20261126T010000Z-aaaaa1", 1.0)
+        _stored_copy(root / "local", "20261126T020000Z-aaaaa2", 1.25)
+    _stored_copy(mixed_root / "local", "20261126T030000Z-d15ed0", 1000.0, disturbed=True)
+    _stored_copy(mixed_root / "local", "20261124T010000Z-0a0a0a", 100.0, host=OTHER_HOST)
+
+    quiet = report_data.load(results_root=quiet_root, store_dir=tmp_path / "sq", warn=print)
+    mixed = report_data.load(results_root=mixed_root, store_dir=tmp_path / "sm", warn=print)
+    assert len(mixed.runs) == 4 and len(quiet.runs) == 2
+    expected, got = _tables_and_data(quiet), _tables_and_data(mixed)
+    tables = [a for a, (t, _) in expected.items() if t != "null"]
+    # The run holds the tables of the seed studies and of Java against C.
+    assert {"pages", "java"} <= set(tables), tables
+    assert set(got) == set(expected)
+    for anchor in expected:
+        assert got[anchor] == expected[anchor], f"section {anchor} differs"
+    assert quiet.curves.shape == mixed.curves.shape and len(mixed.curves)
+
+    judged = mixed.figures  # the kept ones: of one host, none disturbed
+    assert set(judged["host"]) == {"58cbb5194e14"} and not judged["disturbed"].any()
+    n_disturbed = sum(
+        1
+        for a in json.loads(
+            (mixed_root / "local/20261126T030000Z-d15ed0/report.json").read_text()
+        )["runs"]
+        for c in a["testcases"]
+        if not c.get("fixture") and c.get("disturbed")
+        for _ in (c.get("perfvalues") or {})
+    )
+    said = "\n".join(mixed.skipped)
+    assert "local (default): " in said and f"other host(s) ({OTHER_HOST}) left out" in said
+    assert "the report shows host 58cbb5194e14" in said
+    line = next(s for s in mixed.skipped if "disturbed figure(s) left out" in s)
+    count = int(line.split(": ")[1].split()[0])
+    assert 0 < count <= n_disturbed, (line, n_disturbed)
+    assert mixed.hosts == {"local": ["58cbb5194e14"]}
+    text = report.make(results_root=mixed_root, store_dir=tmp_path / "sm").html
+    assert "<th>figures of host</th>" in text and "<td>58cbb5194e14</td>" in text
+    assert "their figures are left out of every chart, curve and table" in text
+    assert html.escape(line) in text
+
+    # Kept on request: the disturbed run's figures (1000 times) are back in the tables.
+    kept = report_data.load(
+        results_root=mixed_root, store_dir=tmp_path / "sm", warn=print, include_disturbed=True
+    )
+    assert kept.figures["disturbed"].any()
+    assert not any("disturbed figure(s) left out" in s for s in kept.skipped)
+    back = _tables_and_data(kept)
+    assert back["java"] != expected["java"] and back["pages"] != expected["pages"]
+    assert set(kept.figures["host"]) == {"58cbb5194e14"}  # other hosts still left out

@@ -195,3 +195,62 @@ def test_committed_runs_keep_every_case_file_readable():
                 legacy += "failed-stage" in folder.parts
     assert found > 100 and legacy == 4, (found, legacy)
     assert all(c.get("fixture") and c["result"] == "pass" for c in lost), lost
+
+
+# -- a session that stores nothing leaves nothing ---------------------------------------------
+def _session_writing_no_report(code):
+    import time
+
+    from sitebench.run import runner
+
+    def run_suite(site, prepared, scale, work, report, reframe_args=(), cluster=None):
+        now = time.time()
+        return runner.Session(command=["reframe"], code=code, interrupted=None,
+                              launched=now, exited=now)  # fmt: skip
+
+    return run_suite
+
+
+@pytest.mark.reliability_input
+@pytest.mark.parametrize("code", [0, 1])
+def test_a_session_without_a_report_leaves_no_incoming_run(results_root, monkeypatch, code):
+    """ReFrame selecting nothing (`run -- -n nomatch`: exit 0, no report) or failing before
+    its report: nothing stored, and no `.incoming-*` for every later run to warn about."""
+    from types import SimpleNamespace
+
+    from sitebench.results import record, rundirs
+    from sitebench.run import runner
+
+    monkeypatch.setattr(runner, "prepare", lambda site: None)
+    monkeypatch.setattr(runner, "slurm_cluster", lambda site: None)
+    monkeypatch.setattr(runner, "run_suite", _session_writing_no_report(code))
+    with pytest.raises(SitebenchError) as err:
+        record.run_and_store(SimpleNamespace(name="local"))
+    if code == 0:
+        assert "selected no test case" in str(err.value) and "-n, -x, -t" in err.value.fix
+    assert "nothing was stored" in str(err.value)
+    assert list((results_root / "local").iterdir()) == []
+    assert rundirs.leftovers("local", min_age=0) == []
+
+
+def test_an_assembly_holding_something_is_kept_marked_not_discarded(results_root):
+    from sitebench.results.rundirs import ABANDONED
+
+    empty, used = Incoming("local"), Incoming("local")
+    (used.path / "report.json").write_text("{")
+    assert empty.discard("nothing written") and not empty.path.exists()
+    assert not used.discard("ReFrame exited with 1")
+    assert (used.path / ABANDONED).read_text() == "ReFrame exited with 1\n"
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_run_selecting_no_check_stores_nothing_and_leaves_nothing(spack, results_root):
+    """The real thing: `./sitebench run -- -n nomatch` says so and leaves results/ empty."""
+    from conftest import sitebench
+
+    proc = sitebench("run", "--", "-n", "sitebench-matches-no-check")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "ReFrame selected no test case" in proc.stderr, proc.stderr
+    site_dir = results_root / "local"
+    assert not site_dir.exists() or list(site_dir.iterdir()) == []

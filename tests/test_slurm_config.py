@@ -183,3 +183,29 @@ def test_the_local_slurm_site_builds_like_local():
     assert site_settings.load("local-slurm") == {"environment": "local", "slurm_cluster": True}
     assert site_settings.load("local") == {"environment": "local", "slurm_cluster": False}
     assert (ROOT / "site-configs" / "local-slurm" / "reframe.py").is_file()
+
+
+# -- the cluster command without a cluster ---------------------------------------------------
+@pytest.mark.reliability_input
+def test_cluster_env_without_a_cluster_says_so(tmp_path):
+    """`cluster env` where nothing runs prints no SLURM_CONF naming a missing file: it says
+    no cluster runs there, how to start one and how to use one an admin started."""
+    from conftest import sitebench
+
+    proc = sitebench("cluster", "env", "--dir", str(tmp_path / "none"))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""  # nothing for `eval $(...)` to export
+    assert f"no Slurm cluster is running from {tmp_path / 'none'}" in proc.stderr
+    assert "export SITEBENCH_SLURM_DIR=DIR" in proc.stderr and "Traceback" not in proc.stderr
+    status = sitebench("cluster", "status", env={"SITEBENCH_SLURM_DIR": str(tmp_path / "none")})
+    assert status.returncode == 1
+    assert "no cluster running" in status.stdout and "SITEBENCH_SLURM_DIR" in status.stdout
+
+
+def test_the_unprivileged_hint_says_how_to_use_a_cluster_an_admin_started(monkeypatch):
+    from sitebench.services.slurm import cluster
+
+    monkeypatch.setattr(cluster.os, "geteuid", lambda: 1000)
+    problem, fix = cluster.needs_root()
+    assert "ask the admin" in fix and "export SITEBENCH_SLURM_DIR=DIR" in fix
+    assert "--site local-slurm" in fix and "cluster env" in fix

@@ -158,7 +158,10 @@ def test_local_detection_finds_blas_without_sbin_on_path(checkout):
 @pytest.mark.parametrize(
     "argv, words",
     [
-        (["cluster", "start"], ["needs root", "SlurmUser=root", "ask the admin"]),
+        (
+            ["cluster", "start"],
+            ["needs root", "SlurmUser=root", "ask the admin", "export SITEBENCH_SLURM_DIR=DIR"],
+        ),
         (["cluster", "start", "--nodes", "2"], ["needs root", "network namespaces"]),
         (["qemu-run", "--site", "arm64-neoverse-n1"], ["needs root", "chroot", "sudo rule"]),
     ],

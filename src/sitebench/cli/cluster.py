@@ -44,7 +44,8 @@ def setup_parser(p):
 
 
 def command(args):
-    from sitebench.services.slurm.cluster import LocalCluster
+    from sitebench.common.errors import SitebenchError
+    from sitebench.services.slurm.cluster import USE_ANOTHER, LocalCluster
 
     cluster = LocalCluster(args.dir)
     if args.action == "start":
@@ -64,11 +65,19 @@ def command(args):
         running = cluster.running()
         if not running:
             print(f"no cluster running from {cluster.layout.root}")
+            print(f"one started elsewhere: {USE_ANOTHER}")
             return 1
         for label, pid in running.items():
             print(f"{label}: pid {pid}")
         for node, state in cluster.sinfo().items():
             print(f"node {node}: {state}")
     else:  # env
+        if "slurmctld" not in cluster.running():
+            raise SitebenchError(
+                f"no Slurm cluster is running from {cluster.layout.root}: there is no "
+                "SLURM_CONF to point at",
+                f"start one (`./sitebench cluster start`, as root), or use one started "
+                f"elsewhere: {USE_ANOTHER}",
+            )
         print(f"export SLURM_CONF={shlex.quote(str(cluster.layout.slurm_conf))}")
     return 0

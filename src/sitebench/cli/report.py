@@ -21,12 +21,23 @@ def setup_parser(p):
         help="where to write it (default: .sitebench/report/index.html; never in results/)",
     )
     p.add_argument("--site", action="append", help="only this site (repeatable)")
+    p.add_argument(
+        "--include-disturbed",
+        action="store_true",
+        help="keep the figures measured while other work took the CPU (left out and "
+        "counted by default, as in regressions and references)",
+    )
     add_stale_days(p)
 
 
 def command(args):
     from sitebench import report
 
-    out = report.build(args.out, sites=args.site or None, stale_days=args.stale_days)
+    out = report.build(
+        args.out,
+        sites=args.site or None,
+        stale_days=args.stale_days,
+        include_disturbed=args.include_disturbed,
+    )
     print(f"report written to {shown(out)} (one file; open it in a browser, no server needed)")
     return 0

@@ -29,9 +29,11 @@ def setup_parser(p):
 
 def command(args):
     from sitebench.nightly.suite import run_once
+    from sitebench.run import count_settings
     from sitebench.sites import toolchains
     from sitebench.sites.site import Site
 
+    count_settings.check(args.reframe_args)  # before the site is detected (seconds)
     if args.toolchain:
         toolchains.select(args.toolchain)
 

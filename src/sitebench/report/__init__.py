@@ -58,10 +58,11 @@ def _table_html(table):
 
 
 def make(
-    sites=None, results_root=None, store_dir=None, progress=False, warn=None, stale_days=None
-):
+    sites=None, results_root=None, store_dir=None, progress=False, warn=None, stale_days=None,
+    include_disturbed=False,
+):  # fmt: skip
     """The report as a :class:`Report` (nothing written but the store's index)."""
-    found = report_data.load(sites, results_root, store_dir, progress, warn)
+    found = report_data.load(sites, results_root, store_dir, progress, warn, include_disturbed)
     blocks = [_block(s) for s in build_sections(found)]
     count = sum(len(b.specs) for b in blocks)
     page, ids = assemble(
@@ -97,15 +98,22 @@ def write(report, out_path, results_root=None):
     return out
 
 
-def build(out_path, sites=None, results_root=None, store_dir=None, progress=True, stale_days=None):
+def build(
+    out_path, sites=None, results_root=None, store_dir=None, progress=True, stale_days=None,
+    include_disturbed=False,
+):  # fmt: skip
     """Write the report of ``sites`` (default: all) to ``out_path``; return its path.
 
     ``results_root``: the results directory (default: the project's results/);
     ``store_dir``: the store's index for it (default: :func:`sitebench.results.store.store_dir`);
     ``progress``: a progress bar on stderr while reading runs (only on a terminal);
-    ``stale_days``: name the sites whose newest run is older (default 3 days).
+    ``stale_days``: name the sites whose newest run is older (default 3 days);
+    ``include_disturbed``: keep the figures measured while other work took the CPU.
     """
     _outside_results(out_path, results_root)
     show = bool(progress) and sys.stderr.isatty()
-    report = make(sites, results_root, store_dir, progress=show, stale_days=stale_days)
+    report = make(
+        sites, results_root, store_dir, progress=show, stale_days=stale_days,
+        include_disturbed=include_disturbed,
+    )  # fmt: skip
     return write(report, out_path, results_root)

@@ -8,6 +8,13 @@ Medians never mix problem sizes (the store's ``problem``: HPL's N, NPB's class, 
 array size...): each site's figures are shown at the problem size of its newest run of that
 check and parameters; figures of other sizes are left out and named among the skipped, with
 the size shown instead.
+
+As the drift check and the references do, the report keeps apart what is not the machine's
+alone and what is not the same machine: figures measured while other work took the CPU
+(the store's ``disturbed``) are left out and counted unless ``include_disturbed``; where a
+site's figures are per host (the store's ``host``), each site and partition shows its newest
+run's host only, the others' figures left out, counted and the host named
+(:func:`same_host`). Every median, curve and table is made from what is kept.
 """
 
 import json
@@ -22,9 +29,11 @@ from sitebench.common import paths
 
 from sitebench.results import exchange_runs, runfiles, store
 from sitebench.results.figures import shown_problem
+from sitebench.results.propose import disturbed_left_out
 from sitebench.common.errors import SitebenchError
 from sitebench.common.progress import progress_bar
 from sitebench.results.rundirs import BadRun, links, load_run
+from sitebench.sites.host import UNKNOWN as UNKNOWN_HOST
 
 from .builds import hpl_build_label
 from .cases import cases_of_run
@@ -47,6 +56,8 @@ class ReportData:
     figures: pd.DataFrame  # one row per figure value, with run details and counts
     curves: pd.DataFrame  # OSU latency/bandwidth per message size
     skipped: list = field(default_factory=list)  # "site/run: why" of what was left out
+    hosts: dict = field(default_factory=dict)  # {site: [host ids whose figures are shown]}
+    include_disturbed: bool = False
 
 
 def _warn_stderr(message):
@@ -257,8 +268,57 @@ def newest_problem(figures):
     return figures[keep.to_numpy()], notes
 
 
-def load(sites=None, results_root=None, store_dir=None, progress=False, warn=None):
-    """Everything the report plots, as :class:`ReportData`."""
+def without_disturbed(figures):
+    """(the figures other work did not disturb, one note per site saying how many were left
+    out); the job's own wall time counts as no figure, as in the drift check."""
+    disturbed = figures["disturbed"].fillna(False).astype(bool)
+    notes = []
+    judged = disturbed & (figures["figure"] != "job_wall")
+    for site, count in figures[judged].groupby("site").size().items():
+        notes.append(f"{site}: {disturbed_left_out(count)}")
+    return figures[~disturbed.to_numpy()], notes
+
+
+def same_host(figures):
+    """(the figures of each site's and partition's newest host, one note per site and
+    partition whose other hosts' figures were left out, {site: [hosts shown]}).
+
+    Sites whose figures carry no host (not per host) are kept whole. A figure of the unknown
+    host (a run that recorded none and gives none to derive) is never pooled with another
+    run: where the newest run's host is unknown, only that run is shown."""
+    if figures.empty:
+        return figures, [], {}
+    keys = ["site", "partition"]
+    frame = figures.assign(partition=figures["partition"].fillna(""))
+    per_host = frame["host"].notna()
+    newest = frame[per_host].sort_values("run").groupby(keys, sort=True)[["host", "run"]].last()
+    merged = frame.join(newest.rename(columns={"host": "shown", "run": "newest"}), on=keys)
+    unknown = merged["shown"] == UNKNOWN_HOST
+    keep = (
+        merged["shown"].isna()
+        | ((merged["host"] == merged["shown"]) & ~unknown)
+        | (unknown & (merged["run"] == merged["newest"]))
+    )
+    notes = []
+    for (site, partition), group in merged[~keep].groupby(keys, sort=True):
+        shown = newest.loc[(site, partition), "host"]
+        others = sorted(set(group["host"].fillna(UNKNOWN_HOST)))
+        where = f"{site} ({partition})" if partition else site
+        notes.append(
+            f"{where}: {len(group)} figure(s) of runs on {len(others)} other host(s) "
+            f"({', '.join(others)}) left out: the report shows host {shown}, its newest "
+            "run's (sites/host.py: a host is its CPU model, sockets, cores, CPUs, memory)"
+        )
+    hosts = {site: sorted(set(group["shown"])) for site, group in merged[per_host].groupby("site")}
+    return figures[keep.to_numpy()], notes, hosts
+
+
+def load(
+    sites=None, results_root=None, store_dir=None, progress=False, warn=None,
+    include_disturbed=False,
+):  # fmt: skip
+    """Everything the report plots, as :class:`ReportData`; figures measured beside other
+    work are left out (and counted) unless ``include_disturbed``."""
     root = Path(results_root or paths.results_dir()).resolve()
     index = Path(store_dir) if store_dir else store.store_dir(root)
     warn = warn or _warn_stderr
@@ -281,6 +341,11 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     disturbed = disturbed_cases(con)
     runs["disturbed"] = [disturbed.get((s, r), []) for s, r in zip(runs.site, runs.run)]
     figures, left_out = newest_problem(_query(con, "SELECT * FROM figures"))
+    figures, other_hosts, hosts = same_host(figures)
+    left_out += other_hosts
+    if not include_disturbed:
+        figures, disturbed_notes = without_disturbed(figures)
+        left_out += disturbed_notes
     for message in left_out:
         note(message)
     details, curves, unreadable = _case_details(root, runs, note, progress)
@@ -289,6 +354,9 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     runs = runs[pd.Series(keep, index=runs.index, dtype=bool)]
     figures = _enrich(figures, details, runs)
     curves = curves.merge(runs[["site", "run", "arch", *RUN_DETAILS]], on=["site", "run"])
+    # A curve is drawn from its case's output: only for the cases whose figures are kept.
+    kept = figures[CASE_KEYS].drop_duplicates()
+    curves = curves.merge(kept.fillna(""), on=CASE_KEYS).reset_index(drop=True)
     return ReportData(
         results_root=root,
         generated=datetime.now(timezone.utc),
@@ -297,4 +365,6 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
         figures=figures,
         curves=curves,
         skipped=skipped,
+        hosts=hosts,
+        include_disturbed=include_disturbed,
     )

@@ -44,13 +44,16 @@ def header(data, chart_count, stale_days=None):
             last = mine["date"].iloc[-1] if len(mine) else "-"
             cpus = ", ".join(sorted({str(a) for a in mine["arch"].dropna()})) or "?"
             hosts = ", ".join(sorted({str(h) for h in mine["hostname"].dropna()})) or "?"
+            shown = ", ".join(data.hosts.get(site, [])) or "not per host"
             rows.append(
                 f"<tr><td>{escape(site)}</td><td>{len(mine)}</td><td>{escape(first)}</td>"
-                f"<td>{escape(last)}</td><td>{escape(cpus)}</td><td>{escape(hosts)}</td></tr>"
+                f"<td>{escape(last)}</td><td>{escape(cpus)}</td><td>{escape(hosts)}</td>"
+                f"<td>{escape(shown)}</td></tr>"
             )
         lines.append(
             "<table><tr><th>site</th><th>runs</th><th>first</th><th>last</th><th>CPU</th>"
-            f"<th>hosts</th></tr>{''.join(rows)}</table>"
+            "<th>hostnames</th><th>figures of host</th></tr>"
+            f"{''.join(rows)}</table>"
         )
     else:
         lines.append('<p class="sb-empty">No site with readable runs.</p>')
@@ -62,11 +65,18 @@ def header(data, chart_count, stale_days=None):
             "timings mean nothing for speed, only that the benchmarks run.</p>"
         )
     marked = int(sum(bool(cases) for cases in runs["disturbed"])) if len(runs) else 0
-    if marked:
+    if marked and data.include_disturbed:
         lines.append(
             f'<p class="sb-note">Caveat: {marked} run(s) have cases measured while other work '
             "took the machine's CPU (disturbed; named in the provenance table): their points are "
-            "not the machine's alone.</p>"
+            "not the machine's alone, and are kept (--include-disturbed).</p>"
+        )
+    elif marked:
+        lines.append(
+            f'<p class="sb-note">{marked} run(s) have cases measured while other work took the '
+            "machine's CPU (disturbed; named in the provenance table): their figures are left "
+            "out of every chart, curve and table (counted below; --include-disturbed keeps "
+            "them).</p>"
         )
     days = DEFAULT_DAYS if stale_days is None else stale_days
     for site, when in stale_sites(data.results_root, days, data.generated, set(data.sites)):

@@ -15,7 +15,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.results.rundirs import Incoming, copy_into, keep_case_files, report_cases
-from sitebench.run import provenance, runner
+from sitebench.run import count_settings, provenance, runner
 
 
 def store(incoming, work, report, write_provenance):
@@ -40,6 +40,7 @@ def run_and_store(site, scale="quick", reframe_args=()):
     """Run the suite on ``site`` (a :class:`~sitebench.sites.site.Site`) at ``scale`` and
     store it; return (run directory, ReFrame exit code, 128 + signal if interrupted)."""
     runner.check_scale(scale)
+    count_settings.check(reframe_args)
     prepared = runner.prepare(site)
     cluster = runner.slurm_cluster(site)
     incoming = Incoming(site.name)
@@ -53,7 +54,14 @@ def run_and_store(site, scale="quick", reframe_args=()):
         note = f"sitebench: ReFrame was interrupted ({interrupted}) before it wrote its report"
         report.write_text(json.dumps({"session_info": {"note": note}, "runs": []}) + "\n")
     if not report.is_file():
-        incoming.abandon(f"ReFrame exited with {code} and wrote no report")
+        # E.g. no check selected (-n nomatch): the empty assembly goes, nothing was stored.
+        incoming.discard(f"ReFrame exited with {code} and wrote no report")
+        if code == 0:  # ReFrame writes no report when its options select no test
+            raise SitebenchError(
+                "ReFrame selected no test case and wrote no report; nothing was stored",
+                "check the options given to ReFrame after `--` (-n, -x, -t select checks "
+                "by name and tag)",
+            )
         raise SitebenchError(
             f"ReFrame exited with {code} and wrote no report; nothing was stored "
             f"(its output is kept in {work})",

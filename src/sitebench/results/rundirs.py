@@ -89,6 +89,17 @@ class Incoming:
             f"the assembled run is kept in {self.path}; move it to a new name by hand",
         )
 
+    def discard(self, reason):
+        """Remove an assembly nothing was written into (a session that wrote no report):
+        there is nothing to inspect, and a leftover would be named by every later run.
+        One that holds anything is kept, marked abandoned, as :meth:`abandon` does."""
+        written = [p for p in self.path.iterdir() if p.name != WRITER]
+        if written:
+            self.abandon(reason)
+            return False
+        shutil.rmtree(self.path, ignore_errors=True)
+        return True
+
     def abandon(self, reason):
         """Keep a failed assembly for inspection, clearly marked, never as a run."""
         try:

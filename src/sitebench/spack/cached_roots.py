@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from sitebench.spack import buildcache
+from sitebench.spack import buildcache, damaged_binaries
 
 #: ReFrame options that set variables and select nothing; anything else may select.
 SETTING_OPTIONS = ("-S", "--setvar")
@@ -74,7 +74,13 @@ def install(spack, env_dir, installed):
     cache = getattr(spack, "buildcache", None)
     if cache is None:
         return 0
-    todo = whole_in_cache(env_dir, installed, cached_hashes(cache.path))
+    cached = cached_hashes(cache.path)
+    wanted = set(json.loads((Path(env_dir) / "spack.lock").read_text()).get("concrete_specs", {}))
+    # A damaged binary is named here, not only in a build log: Spack would refuse it and
+    # build from source saying only "No binary ... found".
+    damaged = damaged_binaries.find(cache.path, (cached & wanted) - set(installed))
+    cached -= damaged_binaries.set_aside(damaged, cache.writable)
+    todo = whole_in_cache(env_dir, installed, cached)
     if not todo:
         return 0
     print(

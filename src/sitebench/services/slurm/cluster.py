@@ -50,6 +50,15 @@ def missing_programs(accounting="slurmdbd"):
     return {p: pkg for p, pkg in wanted.items() if not programs.which(p)}
 
 
+#: How a checkout uses a cluster started elsewhere (by an admin, from another checkout).
+USE_ANOTHER = (
+    "`export SITEBENCH_SLURM_DIR=DIR` with the directory it was started in (the admin's "
+    "`./sitebench cluster start --dir DIR`, default <their checkout>/.sitebench/slurm): "
+    "`./sitebench cluster status` then finds it, `./sitebench run --site local-slurm` runs "
+    "on it and `eval $(./sitebench cluster env)` points sinfo and sbatch at it"
+)
+
+
 def needs_root():
     """Why this user cannot start the cluster (problem, fix), or None as root."""
     if os.geteuid() == 0:
@@ -59,8 +68,8 @@ def needs_root():
         "starts each job as its user, and --nodes N > 1 makes network namespaces "
         "(CAP_NET_ADMIN, CAP_SYS_ADMIN)",
         "ask the admin to run `./sitebench cluster start` and `./sitebench cluster stop` as "
-        "root (e.g. a sudo rule for those two), or run on the site's own Slurm: "
-        "`./sitebench onboard NAME --slurm`",
+        "root (e.g. a sudo rule for those two); once it runs, point your checkout at it: "
+        f"{USE_ANOTHER}; or run on the site's own Slurm: `./sitebench onboard NAME --slurm`",
     )
 
 
