@@ -529,6 +529,10 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         )
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
+    if system and any(tc.modules for tc in chosen):
+        missing = modules.reframe_command_problem(modules.from_settings({"modules": system}, ""))
+        if missing:
+            review.append(f"modules: {missing[0]}; {missing[1]}")
     if chosen:
         review.append(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
