@@ -88,8 +88,16 @@ def test_each_pair_of_the_hierarchy_is_proposed_and_a_meta_module_that_loads_one
         ("gcc11-mpich4", "mpich@4.0.2", ["gcc/11", "mpich/4.0.2"], False),
     ]
     metas = [
-        {"module": "foss/2023a", "modules": ["foss/2023a"], "loads": ["gcc/12", "mpi/openmpi/4.1.4", "foss/2023a"]},
-        {"module": "PrgEnv-cray/8", "modules": ["PrgEnv-cray/8"], "loads": ["cce/15", "PrgEnv-cray/8"]},
+        {
+            "module": "foss/2023a",
+            "modules": ["foss/2023a"],
+            "loads": ["gcc/12", "mpi/openmpi/4.1.4", "foss/2023a"],
+        },
+        {
+            "module": "PrgEnv-cray/8",
+            "modules": ["PrgEnv-cray/8"],
+            "loads": ["cce/15", "PrgEnv-cray/8"],
+        },
     ]
     found, notes = local_site._meta_toolchains(packages, metas, others=True)
     assert found == [
@@ -108,25 +116,25 @@ def test_each_pair_of_the_hierarchy_is_proposed_and_a_meta_module_that_loads_one
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_hierarchy_is_walked_below_its_core(kind):
-    world = modules_world.build_hierarchy_shared(kind)
-    env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
+    tree = modules_world.build_hierarchy_shared(kind)
+    env = modules_world.environ(kind, command_or_fail(kind), tree["modulepath"])
     found = modules.find(env)
-    system = modules.ModulesSystem(found.kind, found.command, (world["core"],))
-    assert world["openmpi"] not in system.avail(env)  # below Core/: avail does not see it
+    system = modules.ModulesSystem(found.kind, found.command, (tree["core"],))
+    assert tree["openmpi"] not in system.avail(env)  # below Core/: avail does not see it
     entries, notes = module_tree.walk(system, env)
     by_name = {e.name: e for e in entries}
     assert notes == []
-    assert by_name[world["gcc"]].parents == () and by_name[world["gcc"]].kind == "compiler"
+    assert by_name[tree["gcc"]].parents == () and by_name[tree["gcc"]].kind == "compiler"
     for mpi in ("openmpi", "mpich"):
-        assert by_name[world[mpi]].parents == (world["gcc"],), by_name
-        assert by_name[world[mpi]].kind == "mpi"
-    assert by_name[world["foss"]].kind == "toolchain"
+        assert by_name[tree[mpi]].parents == (tree["gcc"],), by_name
+        assert by_name[tree[mpi]].kind == "mpi"
+    assert by_name[tree["foss"]].kind == "toolchain"
     if kind == "lmod":
-        assert by_name["StdEnv/1"].sticky and by_name[world["gcc"]].lmod_family == "compiler"
+        assert by_name["StdEnv/1"].sticky and by_name[tree["gcc"]].lmod_family == "compiler"
 
 
-def _onboard(kind, machine_detection, tmp_path_factory, env):
-    world = modules_world.build_hierarchy_shared(kind)
+def _onboard(kind, detected, tmp_path_factory, env):
+    tree = modules_world.build_hierarchy_shared(kind)
     name = f"tree-{kind}"
     root = tmp_path_factory.mktemp(f"sites-{name}")
     (root / "site-configs" / "local").mkdir(parents=True)
@@ -135,20 +143,20 @@ def _onboard(kind, machine_detection, tmp_path_factory, env):
     shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
     (root / "spack-repo").symlink_to(ROOT / "spack-repo")
     local_toolchains(root)
-    detection = onboard.Detection(**vars(machine_detection))
+    detection = onboard.Detection(**vars(detected))
     from sitebench.spack import pinned
 
     with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
         detection.modules = onboard.detect_modules(pinned.setup())
         report = onboard.onboard(name, detection=detection)
-    return world, root, name, report
+    return tree, root, name, report
 
 
 def _shell(kind, modulecmd_on_path=True):
     """A login shell of the site: MODULEPATH at Core/ only, nothing loaded; for the Tcl
     modules, with or without ``modulecmd`` on PATH."""
-    world = modules_world.build_hierarchy_shared(kind)
-    env = modules_world.environ(kind, command_or_fail(kind), world["modulepath"])
+    tree = modules_world.build_hierarchy_shared(kind)
+    env = modules_world.environ(kind, command_or_fail(kind), tree["modulepath"])
     if not modulecmd_on_path:
         env["PATH"] = ":".join(d for d in env["PATH"].split(":") if not d.endswith("envmod-bin"))
         assert not shutil.which("modulecmd", path=env["PATH"]), "modulecmd is on PATH here"
@@ -156,9 +164,9 @@ def _shell(kind, modulecmd_on_path=True):
 
 
 @pytest.fixture(scope="module")
-def onboarded(machine_detection, tmp_path_factory):  # noqa: F811
+def onboarded(machine_detection, tmp_path_factory):  # noqa: F811 (the imported fixture)
     """onboarded(kind): the hierarchy onboarded once per module system (the Tcl one
-    from a shell without modulecmd on PATH): (world, root, name, report, env)."""
+    from a shell without modulecmd on PATH): (tree, root, name, report, env)."""
     made = {}
 
     def make(kind):
@@ -178,25 +186,25 @@ def _cron(env, root):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_pure_hierarchy_onboards_with_no_hand_edits(onboarded, kind):
-    world, root, name, report, _env = onboarded(kind)
+    tree, root, name, report, _env = onboarded(kind)
     site = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
-    assert site["modules"]["system"] == kind and site["modules"]["use"] == [world["core"]]
+    assert site["modules"]["system"] == kind and site["modules"]["use"] == [tree["core"]]
     proposed = {tc["name"]: tc for tc in site["toolchains"]}
-    assert proposed["gcc12-openmpi4"]["modules"] == [world["gcc"], world["openmpi"]]
-    assert proposed["gcc12-mpich4"]["modules"] == [world["gcc"], world["mpich"]]
+    assert proposed["gcc12-openmpi4"]["modules"] == [tree["gcc"], tree["openmpi"]]
+    assert proposed["gcc12-mpich4"]["modules"] == [tree["gcc"], tree["mpich"]]
     foss = proposed["foss-2023a"]
-    assert foss["modules"] == [world["foss"]] and foss["default"] is False
+    assert foss["modules"] == [tree["foss"]] and foss["default"] is False
     assert foss["c"] == foss["fortran"] == "gcc@12.2.0" and foss["mpi"].startswith("openmpi@")
     assert set(proposed) == {"gcc12-openmpi4", "gcc12-mpich4", "foss-2023a"}, proposed
     packages = yaml.safe_load(
         (root / "site-configs" / name / "spack" / "packages.yaml").read_text()
     )["packages"]
     # Registered by loading exactly the modules each needs, parents first.
-    assert packages["openmpi"]["externals"][0]["modules"] == [world["gcc"], world["openmpi"]]
-    assert packages["mpich"]["externals"][0]["modules"] == [world["gcc"], world["mpich"]]
-    assert [e["modules"] for e in packages["gcc"]["externals"]] == [[world["gcc"]]]
+    assert packages["openmpi"]["externals"][0]["modules"] == [tree["gcc"], tree["openmpi"]]
+    assert packages["mpich"]["externals"][0]["modules"] == [tree["gcc"], tree["mpich"]]
+    assert [e["modules"] for e in packages["gcc"]["externals"]] == [[tree["gcc"]]]
     review = "\n".join(report.review)
-    assert f"module {world['openmpi']}: category-style name, read as mpi openmpi" in review
+    assert f"module {tree['openmpi']}: category-style name, read as mpi openmpi" in review
     if kind == "lmod":
         assert "module StdEnv/1 is sticky" in review
         assert "module aocc/4: Spack found no compiler" in review
@@ -205,7 +213,7 @@ def test_a_pure_hierarchy_onboards_with_no_hand_edits(onboarded, kind):
 
 
 def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(onboarded):
-    world, root, name, _report, env = onboarded("lmod")
+    tree, root, name, _report, env = onboarded("lmod")
     site_yaml = root / "site-configs" / name / "site.yaml"
     text = site_yaml.read_text()
     with _environ(_cron(env, root)):
@@ -215,8 +223,8 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
             # the one Spack builds with.
             site_yaml.write_text(
                 text.replace(
-                    f"modules: [{world['gcc']}, {world['openmpi']}]",
-                    f"modules: [{world['gcc']}, {world['mpich']}]",
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
+                    f"modules: [{tree['gcc']}, {tree['mpich']}]",
                     1,
                 )
             )
@@ -225,12 +233,12 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
             said = str(err.value)
             assert "toolchain 'gcc12-openmpi4'" in said and "mpich" in said, said
             assert "not in the openmpi@" in said and "it is mpich@" in said, said
-            assert f"modules: [{world['gcc']}, {world['openmpi']}]" in err.value.fix
+            assert f"modules: [{tree['gcc']}, {tree['openmpi']}]" in err.value.fix
             # A second compiler of Lmod's family swaps GCC out.
             site_yaml.write_text(
                 text.replace(
-                    f"modules: [{world['gcc']}, {world['openmpi']}]",
-                    f"modules: [{world['gcc']}, {world['openmpi']}, aocc/4]",
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}, aocc/4]",
                     1,
                 )
             )
@@ -243,7 +251,7 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
 
 
 def test_a_tcl_site_without_modulecmd_is_refused_until_it_is_on_path(onboarded):
-    world, root, name, _report, env = onboarded("envmod")
+    tree, root, name, _report, env = onboarded("envmod")
     with _environ(_cron(env, root)):
         with pytest.raises(SitebenchError) as err:
             validate.validate_site(name, load_reframe=False)
@@ -253,3 +261,77 @@ def test_a_tcl_site_without_modulecmd_is_refused_until_it_is_on_path(onboarded):
         assert f"{beside}/bin" in err.value.fix
     with _environ(_cron(_shell("envmod"), root)):  # modulecmd on PATH
         validate.validate_site(name)
+
+
+#: Collections saved by these tests carry a target of their own (Lmod's system name, the
+#: Tcl modules' collection target): no other onboarding in this home lists them.
+TARGET = {
+    "LMOD_SYSTEM_NAME": "sitebench-layouts",
+    "MODULES_COLLECTION_TARGET": "sitebench-layouts",
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframes_form(kind):
+    tree = modules_world.build_hierarchy_shared(kind)
+    env = {**_shell(kind), **TARGET}
+    found = modules.find(env)
+    system = modules.ModulesSystem(found.kind, found.command, (tree["core"],))
+    save = f"module load {tree['gcc']} {tree['openmpi']} && module save gompi"
+    proc = system._bash(save, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "gompi" in system.collections(env)
+    loaded = system.loaded_environment([], env, collection="gompi")
+    loads = loaded["LOADEDMODULES"].split(":")
+    assert loads == [tree["gcc"], tree["openmpi"]], loads
+    packages = {
+        "gcc": {"externals": [_compiler("12.2.0", [tree["gcc"]])]},
+        "openmpi": {"externals": [{"spec": "openmpi@4.1.4", "modules": loads}]},
+    }
+    meta = {"module": "gompi", "collection": True, "modules": [], "loads": loads}
+    (proposed,), notes = local_site._meta_toolchains(packages, [meta], others=False)
+    assert notes == [] and proposed["collection"] == "gompi" and "modules" not in proposed
+    from sitebench.sites import toolchains
+
+    (tc,), problems = toolchains.parse([proposed], "site.yaml")
+    assert not problems and tc.collection == "gompi"
+    (environ,) = toolchains.reframe_environments([tc], packages)
+    assert environ["modules"] == [{"name": "gompi", "collection": True}]
+    with pytest.raises(SitebenchError) as err:
+        system.loaded_environment([], env, collection="nosuch")
+    assert "module restore nosuch" in err.value.problem
+
+
+@pytest.mark.slow
+@pytest.mark.spack
+def test_the_hierarchy_site_runs_osu_with_each_pairs_own_mpi(onboarded, results_root):
+    """The Lmod hierarchy onboarded with no hand edits, through `./sitebench run`: Spack
+    builds OSU per toolchain, loading each external's modules (parents first), ReFrame
+    runs its latency check loading the toolchain's, and each binary links its module's
+    MPI."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from conftest import sitebench
+
+    tree, root, name, _report, env = onboarded("lmod")
+    proc = sitebench("run", "--site", name, "--", "-n", "OsuLatencyCheck", env=_cron(env, root))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    (run,) = (results_root / name).iterdir()
+    libraries = {}
+    for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
+        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        libraries[spec.parts[-3]] = sorted(
+            {m.group(1) for m in re.finditer(r"=> (\S*(?:openmpi|mpich)-[\d.]+)/", ldd)}
+            | {lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd}
+        )
+    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4"}, libraries
+    assert "libmpi.so" in libraries["gcc12-openmpi4"], libraries
+    assert "libmpich.so" in libraries["gcc12-mpich4"], libraries
+    for script in run.glob("output/*/*/gcc12-mpich4/OsuLatency*/rfm_job.sh"):
+        text = script.read_text()
+        purge, gcc = text.index("module purge"), text.index(f"module load {tree['gcc']}")
+        assert purge < gcc < text.index(f"module load {tree['mpich']}") < text.index("mpirun")

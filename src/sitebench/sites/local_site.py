@@ -482,9 +482,7 @@ def _module_toolchains(packages, path_gcc):
             continue
         label = f"{COMPILER_NAMES[name]}{version.split('.')[0]}"
         first = not found
-        own = [
-            (mpi, m) for mpi, m in mpis if m["modules"][:-1] and _below(m, ext["modules"])
-        ]
+        own = [(mpi, m) for mpi, m in mpis if m["modules"][:-1] and _below(m, ext["modules"])]
         flat = [(mpi, m) for mpi, m in mpis if not m["modules"][:-1]]
         for mpi, mext in own + (flat if first else flat[:1]):
             mversion = _version(mext["spec"])
@@ -527,16 +525,21 @@ def _meta_toolchains(packages, metas, others):
         with_mpi = [(mpi, m) for mpi, m in mpis if m["modules"][-1] in loads]
         fortran = [c for c in with_c if "fortran" in c[2]]
         if not (fortran and with_mpi):
+            what = "collection" if meta.get("collection") else "meta-module"
             notes.append(
-                f"meta-module {meta['module']} loads {', '.join(meta['loads']) or 'nothing'}:"
+                f"{what} {meta['module']} loads {', '.join(meta['loads']) or 'nothing'}:"
                 " no C, C++ and Fortran compiler and MPI found behind those: not proposed"
             )
             continue
-        (name, ext, _langs), (mpi, mext) = fortran[0], with_mpi[0]
+        (name, ext, _), (mpi, mext) = fortran[0], with_mpi[0]
         version, mversion = _version(ext["spec"]), _version(mext["spec"])
         spec = f"{name}@{version}" if version else name
-        parts = meta["module"].split("/")
-        label = "-".join([module_tree.family_of(meta["module"]), *parts[-1:]])
+        if meta.get("collection"):  # restored, in ReFrame's collection form
+            label, loads = f"collection-{meta['module']}", {"collection": meta["module"]}
+        else:
+            parts = meta["module"].split("/")
+            label = "-".join([module_tree.family_of(meta["module"]), *parts[-1:]])
+            loads = {"modules": list(meta["modules"])}
         found.append(
             {
                 "name": re.sub(r"[^A-Za-z0-9._-]", "-", label)[:64],
@@ -544,7 +547,7 @@ def _meta_toolchains(packages, metas, others):
                 "cxx": spec,
                 "fortran": spec,
                 "mpi": f"{mpi}@{mversion}" if mversion else mpi,
-                "modules": list(meta["modules"]),
+                **loads,
                 **({"default": False} if others else {}),
             }
         )
@@ -589,7 +592,7 @@ def write_toolchains(packages, modules_setting=None):
             "libopenmpi-dev) and rerun `./sitebench detect --redetect`",
         )
     data = {"toolchains": [tc.as_dict() for tc in parsed]}
-    if modules_setting and any(tc.modules for tc in parsed):
+    if modules_setting and any(tc.loads_modules for tc in parsed):
         data = {"modules": modules_setting, **data}
     write_atomic(
         paths.site_config_dir(SITE) / toolchains.DETECTED,

@@ -20,7 +20,7 @@ import sys
 
 from sitebench.common.errors import SitebenchError
 from sitebench.sites import local_site, module_tree
-from sitebench.sites.module_tree import FAMILIES, family_of
+from sitebench.sites.module_tree import family_of
 
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2")
 BLAS_PACKAGES = ("openblas",)
@@ -63,8 +63,9 @@ def _search_dirs(kind, system, module, parents=()):
 
 
 def detect(spack, system):
-    """(``packages:`` of the externals behind modules, notes, meta-modules: [{"module",
-    "modules" (to load), "loads" (what loading them loaded)}])."""
+    """(``packages:`` of the externals behind modules, notes, meta-modules and the user's
+    module collections: [{"module", "modules" (to load), "collection" (one to restore),
+    "loads" (what loading them loaded)}])."""
     packages, notes, metas = {}, [], []
     entries, notes = module_tree.walk(system)
     wanted = [e for e in entries if e.kind in ("compiler", "mpi", "blas")]
@@ -83,8 +84,10 @@ def detect(spack, system):
                 "without it; a toolchain that needs it lists it in its modules"
             )
         if module_tree.is_category_style(entry.name) and entry.kind:
-            notes.append(f"module {entry.name}: category-style name, read as {entry.kind} "
-                         f"{family_of(entry.name)}")
+            notes.append(
+                f"module {entry.name}: category-style name, read as {entry.kind} "
+                f"{family_of(entry.name)}"
+            )
     for entry in wanted:
         try:
             parents, loaded = _loadable(system, entry, compilers, notes)
@@ -126,6 +129,14 @@ def detect(spack, system):
             continue
         loads = [m for m in loaded.get("LOADEDMODULES", "").split(":") if m]
         metas.append({"module": entry.name, "modules": entry.modules, "loads": loads})
+    for name in system.collections():
+        try:
+            loaded = system.loaded_environment([], collection=name)
+        except SitebenchError as err:
+            notes.append(f"collection {name}: {err.problem}: left out")
+            continue
+        loads = [m for m in loaded.get("LOADEDMODULES", "").split(":") if m]
+        metas.append({"module": name, "collection": True, "modules": [], "loads": loads})
     return packages, notes, metas
 
 

@@ -134,16 +134,29 @@ class ModulesSystem:
                 names.append(line)
         return names
 
-    def loaded_environment(self, names, env=None):
-        """The environment after ``module purge; module load NAMES``, or a clear error
-        naming the module that failed and what the module system said."""
+    def collections(self, env=None):
+        """The user's module collections (``module -t savelist``: ``module save NAME``
+        made them, ``module restore NAME`` loads one)."""
+        proc = self._bash("module -t savelist 2>&1", env)
+        return [
+            line.strip()
+            for line in proc.stdout.splitlines()
+            if line.strip() and not line.strip().endswith(":") and " " not in line.strip()
+        ]
+
+    def loaded_environment(self, names, env=None, collection=None):
+        """The environment after ``module purge; module load NAMES`` (``module restore
+        COLLECTION`` first, if one), or a clear error naming the module that failed and
+        what the module system said."""
         load = f"module load {' '.join(shlex.quote(n) for n in names)} || exit 97\n"
-        script = (load if names else "") + "env -0"
+        restore = f"module restore {shlex.quote(collection)} || exit 97\n" if collection else ""
+        script = restore + (load if names else "") + "env -0"
         proc = self._bash(script, env)
         if proc.returncode != 0:
             said = " ".join(proc.stderr.split())[-600:] or f"exit {proc.returncode}"
+            what = f"restore {collection}" if collection else f"load {' '.join(names)}"
             raise SitebenchError(
-                f"{self.kind}: `module load {' '.join(names)}` failed: {said}",
+                f"{self.kind}: `module {what}` failed: {said}",
                 "check the names with `module avail` (and that each loads alone); "
                 "fix the toolchain's modules: in site.yaml",
             )
@@ -276,7 +289,7 @@ def reframe_command_problem(system, env=None):
     return (
         f"the site's modules are Tcl Environment Modules ({system.command}) and ReFrame "
         "drives them with `modulecmd`, which is not on PATH: every run would stop in "
-        "ReFrame (\"could not find a sane TMod4 installation\") after building",
+        'ReFrame ("could not find a sane TMod4 installation") after building',
         f"put {where} on PATH where sitebench runs (the shell, its cron line: "
         f"PATH={where}:$PATH); Debian's environment-modules installs /usr/bin/modulecmd",
     )

@@ -516,7 +516,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         found.append(
             f"toolchain {tc.name}: c {tc.compilers['c']}, cxx {tc.compilers['cxx']}, "
             f"fortran {tc.compilers['fortran']}, mpi {tc.mpi}"
-            + (f", modules {' '.join(tc.modules)}" if tc.modules else "")
+            + (f", loads: {tc.load_command()}" if tc.loads_modules else "")
             + ("" if tc.default else " (not default: --toolchain NAME runs it)")
         )
     for part in parts:
@@ -529,7 +529,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         )
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
-    if system and any(tc.modules for tc in chosen):
+    if system and any(tc.loads_modules for tc in chosen):
         missing = modules.reframe_command_problem(modules.from_settings({"modules": system}, ""))
         if missing:
             review.append(f"modules: {missing[0]}; {missing[1]}")
@@ -626,7 +626,7 @@ def site_yaml(site, host, date, chosen, modules_system=None):
         for tc in chosen
     )
     system = ""
-    if modules_system and any(tc.modules for tc in chosen):
+    if modules_system and any(tc.loads_modules for tc in chosen):
         system = MODULES_YAML + yaml.safe_dump({"modules": modules_system}, sort_keys=False)
     return SITE_YAML.format(site=site, host=host, date=date, toolchains=listed, modules=system)
 
@@ -738,12 +738,12 @@ def proved(chosen, packages, detection):
     """(the toolchains whose modules load what they name, notes on the others):
     :func:`sitebench.sites.pairing.problems` on each that loads modules."""
     setting = detection.modules.get("system")
-    if not setting or not any(tc.modules for tc in chosen):
+    if not setting or not any(tc.loads_modules for tc in chosen):
         return chosen, []
     system = modules.from_settings({"modules": setting}, "onboarding")
     kept, notes = [], []
     for tc in chosen:
-        found = pairing.problems(tc, packages, system) if tc.modules else []
+        found = pairing.problems(tc, packages, system) if tc.loads_modules else []
         if found:
             notes.append(f"{tc.name} not proposed: {found[0][0]} ({found[0][1]})")
         else:
@@ -779,9 +779,7 @@ def onboard(name, slurm=False, mirror=None, detection=None, spack=None):
     )
     gaps = local_site.toolchain_gaps(merged)
     if gaps and gaps[0][0] == "compiler":
-        raise SitebenchError(
-            f"{gaps[0][1]} (searched: {searched_places(detection)})", gaps[0][2]
-        )
+        raise SitebenchError(f"{gaps[0][1]} (searched: {searched_places(detection)})", gaps[0][2])
     packages = site_packages(detection)
     chosen, notes = proposed_toolchains(
         packages, detection.modules.get("meta") or (), searched_places(detection)

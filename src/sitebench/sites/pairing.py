@@ -72,9 +72,9 @@ def problems(tc, packages, system, env=None):
     """[(problem, fix)] of toolchain ``tc`` against the site's ``packages:`` (see the
     module's docstring), loading in ``env`` (default: :func:`clean_environment`)."""
     env = clean_environment() if env is None else env
-    load = f"`module load {' '.join(tc.modules)}`"
+    load = f"`{tc.load_command()}`"
     try:
-        loaded = system.loaded_environment(list(tc.modules), env)
+        loaded = system.loaded_environment(list(tc.modules), env, tc.collection or None)
     except SitebenchError as err:
         return [(err.problem, err.fix)]
     found = []
@@ -125,7 +125,7 @@ def problems(tc, packages, system, env=None):
                 f"load the {tc.mpi} external's modules: modules: "
                 f"[{', '.join(_with(tc.modules, mpi.get('modules') or []))}]"
                 if mpi.get("modules")
-                else f"load no other MPI's module, or name the MPI those modules give"
+                else "load no other MPI's module, or name the MPI those modules give"
             )
             if other:
                 fix += f"; or mpi: {other['spec'].split()[0]} (what they load now)"

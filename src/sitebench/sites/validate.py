@@ -629,7 +629,7 @@ def module_problems(found, settings, rel, packages=None):
     they load is not what the toolchain's Spack externals are
     (:func:`sitebench.sites.pairing.problems`: loaded after ``module purge`` in a clean
     environment, as cron and a batch job would)."""
-    with_modules = [tc for tc in found if tc.modules]
+    with_modules = [tc for tc in found if tc.loads_modules]
     try:
         system = modules.from_settings(settings, rel)
     except SitebenchError as err:
@@ -638,7 +638,7 @@ def module_problems(found, settings, rel, packages=None):
         return [
             (
                 f"toolchains.{tc.name}.modules",
-                f"toolchain {tc.name!r} names modules ({', '.join(tc.modules)}) but the site "
+                f"toolchain {tc.name!r} loads modules ({tc.load_command()}) but the site "
                 "names no modules system",
                 f"add to site.yaml: {modules.EXAMPLE}",
             )
