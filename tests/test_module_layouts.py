@@ -335,3 +335,34 @@ def test_the_hierarchy_site_runs_osu_with_each_pairs_own_mpi(onboarded, results_
         text = script.read_text()
         purge, gcc = text.index("module purge"), text.index(f"module load {tree['gcc']}")
         assert purge < gcc < text.index(f"module load {tree['mpich']}") < text.index("mpirun")
+
+
+def test_a_module_with_a_prereq_is_loaded_after_the_compiler_it_needs():
+    """A flat tree's MPI module that refuses to load alone (``prereq gcc/12``) is
+    registered with the first compiler module after which it loads, and the notes say so;
+    one that loads after none stays an error."""
+    from sitebench.sites import module_externals
+
+    class Tree:
+        def loaded_environment(self, names, env=None, collection=None):
+            if names[-1].startswith("mpich") and "gcc/12" not in names:
+                raise SitebenchError(f"`module load {' '.join(names)}` failed: prereq", "")
+            if names[-1] == "lonely/1":
+                raise SitebenchError("`module load lonely/1` failed", "")
+            return {"PATH": "/usr/bin", "LOADEDMODULES": ":".join(names)}
+
+    compilers = [module_tree.Entry("clang/14", (), "compiler")]
+    compilers.append(module_tree.Entry("gcc/12", (), "compiler"))
+    notes = []
+    parents, loaded = module_externals._loadable(
+        Tree(), module_tree.Entry("mpich/4.0.2", (), "mpi"), compilers, notes
+    )
+    assert parents == ("gcc/12",) and loaded["LOADEDMODULES"] == "gcc/12:mpich/4.0.2"
+    assert notes == [
+        "module mpich/4.0.2 loads only after gcc/12 (a prereq): its externals and toolchains "
+        "load gcc/12 first"
+    ]
+    with pytest.raises(SitebenchError, match="lonely/1"):
+        module_externals._loadable(
+            Tree(), module_tree.Entry("lonely/1", (), "mpi"), compilers, notes
+        )
