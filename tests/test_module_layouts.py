@@ -263,18 +263,14 @@ def test_a_tcl_site_without_modulecmd_is_refused_until_it_is_on_path(onboarded):
         validate.validate_site(name)
 
 
-#: Collections saved by these tests carry a target of their own (Lmod's system name, the
-#: Tcl modules' collection target): no other onboarding in this home lists them.
-TARGET = {
-    "LMOD_SYSTEM_NAME": "sitebench-layouts",
-    "MODULES_COLLECTION_TARGET": "sitebench-layouts",
-}
-
-
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframes_form(kind):
+def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframes_form(
+    kind, tmp_path
+):
     tree = modules_world.build_hierarchy_shared(kind)
-    env = {**_shell(kind), **TARGET}
+    # Saved in a home of its own (both systems keep collections under $HOME): no other
+    # onboarding lists it.
+    env = {**_shell(kind), "HOME": str(tmp_path)}
     found = modules.find(env)
     system = modules.ModulesSystem(found.kind, found.command, (tree["core"],))
     save = f"module load {tree['gcc']} {tree['openmpi']} && module save gompi"
