@@ -197,3 +197,81 @@ def environ(kind, command, modulepath, base=None):
             Path(name).rename(target)
         env["PATH"] = f"{shim}:{env['PATH']}"
     return env
+
+
+def _luafile(path, lines):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines))
+
+
+def build_hierarchy_shared(kind):
+    """A hierarchical tree as production clusters lay it out, over the prefixes of
+    :func:`build_shared` (so builds with them come from the binary cache), made once per
+    module system. ``MODULEPATH`` is ``Core/`` alone:
+
+    * ``gcc/12`` (the default: ``default`` marker) adds ``Compiler/gcc/12/`` to MODULEPATH,
+      where ``mpi/openmpi/<v>`` (a category-style name) and ``mpich/<v>`` (with a
+      ``prereq`` on ``gcc/12``) live, both of the ``mpi`` family;
+    * ``aocc/4`` (Lmod), of the ``compiler`` family like ``gcc/12``: loading it swaps GCC
+      out; it offers no compiler Spack finds;
+    * ``foss/2023a``: EasyBuild's meta-module, loading ``gcc/12`` and Open MPI;
+    * ``StdEnv/1`` (Lmod): sticky, as a site's default modules are.
+
+    Lmod's files are Lua (``family``, ``prereq``, sticky are Lmod's); the Tcl tree's are
+    Tcl (``prereq``, ``conflict``). Returns {"modulepath", "gcc", "openmpi", "mpich",
+    "foss", "core"}."""
+    shared = build_shared()
+    flat = Path(shared["modulepath"]).parent
+    versions = {mpi: shared[mpi].split("/")[1] for mpi in ("openmpi", "mpich")}
+
+    def make(tmp, final):
+        core, below = tmp / "Core", tmp / "Compiler" / "gcc" / "12"
+        final_below = final / "Compiler" / "gcc" / "12"
+        ompi, mpich = f"mpi/openmpi/{versions['openmpi']}", f"mpich/{versions['mpich']}"
+        ompi_bin = f"{flat}/openmpi-{versions['openmpi']}/bin"
+        mpich_bin = f"{flat}/mpich-{versions['mpich']}/bin"
+        if kind == "lmod":
+            _luafile(
+                core / "gcc" / "12.lua",
+                [
+                    'family("compiler")',
+                    f'prepend_path("PATH", "{flat}/gcc-12/bin")',
+                    f'prepend_path("MODULEPATH", "{final_below}")',
+                ],
+            )
+            (core / "gcc" / "default").symlink_to("12.lua")
+            _luafile(core / "aocc" / "4.lua", ['family("compiler")', 'setenv("AOCC", "4")'])
+            _luafile(
+                below / f"{ompi}.lua",
+                ['family("mpi")', f'prepend_path("PATH", "{ompi_bin}")'],
+            )
+            _luafile(
+                below / f"{mpich}.lua",
+                ['family("mpi")', 'prereq("gcc/12")', f'prepend_path("PATH", "{mpich_bin}")'],
+            )
+            _luafile(core / "foss" / "2023a.lua", ['load("gcc/12")', f'load("{ompi}")'])
+            _luafile(
+                core / "StdEnv" / "1.lua",
+                ['add_property("lmod", "sticky")', 'setenv("SITEBENCH_STDENV", "1")'],
+            )
+        else:
+            _modulefile(
+                core / "gcc" / "12",
+                [f"prepend-path PATH {flat}/gcc-12/bin", f"prepend-path MODULEPATH {final_below}"],
+            )
+            (core / "gcc" / ".version").write_text('#%Module\nset ModulesVersion "12"\n')
+            _modulefile(below / ompi, ["conflict mpi", f"prepend-path PATH {ompi_bin}"])
+            _modulefile(
+                below / mpich, ["conflict mpi", "prereq gcc/12", f"prepend-path PATH {mpich_bin}"]
+            )
+            _modulefile(core / "foss" / "2023a", ["module load gcc/12", f"module load {ompi}"])
+        return {
+            "modulepath": str(final / "Core"),
+            "core": str(final / "Core"),
+            "gcc": "gcc/12",
+            "openmpi": ompi,
+            "mpich": mpich,
+            "foss": "foss/2023a",
+        }
+
+    return _made_once(shared_root() / f"hierarchy-{kind}", make)

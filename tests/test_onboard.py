@@ -193,6 +193,10 @@ def test_a_machine_without_a_toolchain_is_refused_before_writing(sites_root):
     with pytest.raises(SitebenchError, match="no toolchain found") as err:
         onboard.onboard("nompi", detection=detection)
     assert "apt-get install" in err.value.fix and "openmpi-bin" in err.value.fix
+    # It names where it looked and what it found, and the modules way out.
+    assert "Searched: PATH (spack compiler find" in err.value.problem
+    assert "no environment modules" in err.value.problem
+    assert "Found: gcc@" in err.value.problem and "MODULEPATH" in err.value.fix
     assert sorted(p.name for p in (sites_root / "site-configs").iterdir()) == ["local"]
     assert sorted(p.name for p in (sites_root / "environments").iterdir()) == ["local"]
 

@@ -327,7 +327,7 @@ def detect_modules(spack):
     has a modules system with a MODULEPATH, else ({}, None)."""
     from sitebench.sites import module_externals, modules
 
-    system, found, notes = module_externals.from_shell(spack)
+    system, found, notes, _metas = module_externals.from_shell(spack)
     for note in notes:
         print(f"==> modules: {note}", file=sys.stderr)
     return found, (modules.as_settings(system) if found else None)
@@ -379,7 +379,7 @@ def compiles_openmp(compiler):
         return proc.returncode == 0
 
 
-def propose_toolchains(packages):
+def propose_toolchains(packages, metas=()):
     """(toolchains, notes): every compiler set that can build the suite with every MPI found.
 
     GCC gives C, C++ and Fortran; Clang (Spack's ``llvm``) C and C++ with GCC's Fortran,
@@ -387,7 +387,8 @@ def propose_toolchains(packages):
     and MPIs offered as environment modules (externals with ``modules:``) make toolchains of
     their own that load them (:func:`_module_toolchains`); a second compiler set is proposed
     with the first MPI only and ``default: false`` (a plain run and the nightly take the
-    first compiler set's toolchains; ``--toolchain NAME`` or ``all`` the others)."""
+    first compiler set's toolchains; ``--toolchain NAME`` or ``all`` the others).
+    ``metas``: meta-modules and what they load (:func:`module_externals.detect`)."""
     sets, notes = [], []
     compilers = {}
     for name in COMPILER_NAMES:
@@ -428,7 +429,8 @@ def propose_toolchains(packages):
                     }
                 )
     module_found, module_notes = _module_toolchains(packages, gcc)
-    return found + module_found, notes + module_notes
+    meta_found, meta_notes = _meta_toolchains(packages, metas, bool(found + module_found))
+    return found + module_found + meta_found, notes + module_notes + meta_notes
 
 
 def _version(spec):
@@ -437,23 +439,38 @@ def _version(spec):
     return match.group(1) if match else ""
 
 
-def _module_toolchains(packages, path_gcc):
-    """Toolchains of the compilers and MPIs offered as modules: the first compiler module
-    (GCC before Clang, the newest version first, as Spack prefers) with each MPI module,
-    loading both; each further compiler module with the first MPI only and ``default:
-    false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them). A
-    compiler without Fortran (Clang) takes GCC's: the one on PATH, else the first GCC
-    module's, which the toolchain then loads too."""
-    compilers, mpis, notes = [], [], []
+def _module_compilers(packages):
+    """[(package, external, languages)] of the compilers offered as modules, GCC before
+    Clang, the newest first."""
+    compilers = []
     for name in COMPILER_NAMES:
         for ext in _newest_first(packages, name):
             langs = ext.get("extra_attributes", {}).get("compilers", {})
             if ext.get("modules") and "c" in langs and "cxx" in langs:
                 compilers.append((name, ext, langs))
-    for mpi in TOOLCHAIN[0][1]:
-        for ext in (packages.get(mpi) or {}).get("externals") or []:
-            if ext.get("modules"):
-                mpis.append((mpi, ext))
+    return compilers
+
+
+def _module_mpis(packages):
+    return [
+        (mpi, ext)
+        for mpi in TOOLCHAIN[0][1]
+        for ext in (packages.get(mpi) or {}).get("externals") or []
+        if ext.get("modules")
+    ]
+
+
+def _module_toolchains(packages, path_gcc):
+    """Toolchains of the compilers and MPIs offered as modules. In a hierarchy (an MPI
+    module that loads only after a compiler module: its external's ``modules`` start with
+    that compiler's), each compiler with each MPI built with it, loading the MPI's
+    parents and the MPI in order. A flat tree's MPIs: the first compiler module (GCC
+    before Clang, the newest version first, as Spack prefers) with each, each further
+    compiler with the first only. Toolchains of a compiler after the first have ``default:
+    false``, as for compilers on PATH (``--toolchain NAME`` or ``all`` takes them). A
+    compiler without Fortran (Clang) takes GCC's: the one on PATH, else the first GCC
+    module's, which the toolchain then loads too."""
+    compilers, mpis, notes = _module_compilers(packages), _module_mpis(packages), []
     gcc_modules = [e for n, e, langs in compilers if n == "gcc" and "fortran" in langs]
     found = []
     for name, ext, langs in compilers:
@@ -461,23 +478,79 @@ def _module_toolchains(packages, path_gcc):
         spec = f"{name}@{version}" if version else name
         fortran, fortran_modules = _fortran_beside(spec, langs, path_gcc, gcc_modules)
         if fortran is None:
-            notes.append(f"module {ext['modules'][0]}: no Fortran compiler: not proposed")
+            notes.append(f"module {ext['modules'][-1]}: no Fortran compiler: not proposed")
             continue
         label = f"{COMPILER_NAMES[name]}{version.split('.')[0]}"
         first = not found
-        for mpi, mext in mpis if first else mpis[:1]:
+        own = [(mpi, m) for mpi, m in mpis if m["modules"][:-1] and _below(m, ext["modules"])]
+        flat = [(mpi, m) for mpi, m in mpis if not m["modules"][:-1]]
+        for mpi, mext in own + (flat if first else flat[:1]):
             mversion = _version(mext["spec"])
+            tc_name = f"{label}-{mpi}{mversion.split('.')[0]}"
+            if any(t["name"] == tc_name for t in found):
+                tc_name = f"{label}-{mpi}{mversion}"
             found.append(
                 {
-                    "name": f"{label}-{mpi}{mversion.split('.')[0]}",
+                    "name": tc_name,
                     "c": spec,
                     "cxx": spec,
                     "fortran": fortran,
                     "mpi": f"{mpi}@{mversion}" if mversion else mpi,
-                    "modules": [*ext["modules"], *fortran_modules, *mext["modules"]],
+                    "modules": list(
+                        dict.fromkeys([*ext["modules"], *fortran_modules, *mext["modules"]])
+                    ),
                     **({} if first else {"default": False}),
                 }
             )
+    return found, notes
+
+
+def _below(mpi_ext, compiler_modules):
+    """Whether an MPI module of a hierarchy loads below these compiler modules."""
+    return set(mpi_ext["modules"][:-1]) <= set(compiler_modules)
+
+
+def _meta_toolchains(packages, metas, others):
+    """Toolchains of meta-modules (EasyBuild's ``foss/2023a``, Cray's ``PrgEnv-gnu``)
+    that load a compiler and an MPI found as externals: the toolchain loads the
+    meta-module alone. ``default: false`` where ``others`` were proposed (the same
+    compilers and MPI as one of them: Spack builds once for both)."""
+    from sitebench.sites import module_tree
+
+    compilers, mpis = _module_compilers(packages), _module_mpis(packages)
+    found, notes = [], []
+    for meta in metas:
+        loads = set(meta["loads"])
+        with_c = [(n, e, langs) for n, e, langs in compilers if e["modules"][-1] in loads]
+        with_mpi = [(mpi, m) for mpi, m in mpis if m["modules"][-1] in loads]
+        fortran = [c for c in with_c if "fortran" in c[2]]
+        if not (fortran and with_mpi):
+            what = "collection" if meta.get("collection") else "meta-module"
+            notes.append(
+                f"{what} {meta['module']} loads {', '.join(meta['loads']) or 'nothing'}:"
+                " no C, C++ and Fortran compiler and MPI found behind those: not proposed"
+            )
+            continue
+        (name, ext, _), (mpi, mext) = fortran[0], with_mpi[0]
+        version, mversion = _version(ext["spec"]), _version(mext["spec"])
+        spec = f"{name}@{version}" if version else name
+        if meta.get("collection"):  # restored, in ReFrame's collection form
+            label, loads = f"collection-{meta['module']}", {"collection": meta["module"]}
+        else:
+            parts = meta["module"].split("/")
+            label = "-".join([module_tree.family_of(meta["module"]), *parts[-1:]])
+            loads = {"modules": list(meta["modules"])}
+        found.append(
+            {
+                "name": re.sub(r"[^A-Za-z0-9._-]", "-", label)[:64],
+                "c": spec,
+                "cxx": spec,
+                "fortran": spec,
+                "mpi": f"{mpi}@{mversion}" if mversion else mpi,
+                **loads,
+                **({"default": False} if others else {}),
+            }
+        )
     return found, notes
 
 
@@ -519,7 +592,7 @@ def write_toolchains(packages, modules_setting=None):
             "libopenmpi-dev) and rerun `./sitebench detect --redetect`",
         )
     data = {"toolchains": [tc.as_dict() for tc in parsed]}
-    if modules_setting and any(tc.modules for tc in parsed):
+    if modules_setting and any(tc.loads_modules for tc in parsed):
         data = {"modules": modules_setting, **data}
     write_atomic(
         paths.site_config_dir(SITE) / toolchains.DETECTED,

@@ -1,36 +1,33 @@
 """Compilers, MPIs and BLAS offered as environment modules, made Spack externals.
 
-For each module whose family (its name up to the first ``/``) is one the suite builds with
-(:data:`FAMILIES`), the module is loaded alone after ``module purge``
+The tree is walked whole (:mod:`sitebench.sites.module_tree`: flat, Lmod's hierarchy by its
+spider, a Tcl hierarchy by loading, category-style names). Each compiler, MPI and BLAS
+module is loaded with exactly the modules it needs before it (its parents in a hierarchy,
+or the compiler a ``prereq`` asks for) after ``module purge``
 (:meth:`~sitebench.sites.modules.ModulesSystem.loaded_environment`), and Spack's own
 detection (``spack compiler find``, ``spack external find --path``) looks only at the
-directories it put on ``PATH`` (and, for BLAS, ``LD_LIBRARY_PATH``/``LIBRARY_PATH``).
-Whatever it finds becomes an external with ``modules: [<module>]``, which Spack loads when
-it builds with it. A module that fails to load, or names a prefix that is not there, is a
-note of the report, not the end of onboarding; so is one in which Spack finds nothing.
-
-Hierarchical module trees (Lmod's MPI modules that appear only once a compiler is loaded)
-are not walked: their MPIs are found when the tree's first level lists them.
+directories the module itself put on ``PATH`` (and, for BLAS, ``LD_LIBRARY_PATH``/
+``LIBRARY_PATH``). Whatever it finds becomes an external with ``modules: [<parents>...,
+<module>]``, which Spack loads when it builds with it. A module that fails to load, or names
+a prefix that is not there, is a note of the report, not the end of onboarding; so is one
+in which Spack finds nothing, and an MPI family sitebench recognises but has not been tested
+with here (:data:`~sitebench.sites.module_tree.MPI_FAMILIES`). Meta-modules (``foss/2023a``)
+are loaded to see which modules they load: :func:`detect` returns them for the toolchains.
 """
 
 import os
 import sys
 
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import local_site
+from sitebench.sites import local_site, module_tree
+from sitebench.sites.module_tree import family_of
 
-#: Module family -> what Spack looks for behind it.
-FAMILIES = {
-    **dict.fromkeys(("gcc", "gnu", "clang", "llvm", "aocc", "nvhpc", "oneapi"), "compiler"),
-    **dict.fromkeys(("openmpi", "open-mpi", "ompi", "mpich", "mvapich2", "mvapich"), "mpi"),
-    **dict.fromkeys(("openblas",), "blas"),
-}
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2")
 BLAS_PACKAGES = ("openblas",)
 
 
 def family(module):
-    return module.split("/")[0].lower()
+    return family_of(module)
 
 
 def _detect(spack, kind, dirs, env):
@@ -51,12 +48,13 @@ def _detect(spack, kind, dirs, env):
     return {k: v for k, v in found.items() if k in wanted}
 
 
-def _search_dirs(kind, system, module):
-    """The directories ``module`` adds where Spack should look for ``kind``."""
+def _search_dirs(kind, system, module, parents=()):
+    """The directories ``module`` adds (to what its ``parents`` give) where Spack should
+    look for ``kind``."""
     if kind != "blas":
-        return system.added_path([module])
-    before = system.loaded_environment([])
-    after = system.loaded_environment([module])
+        return system.added_path([module], after=parents)
+    before = system.loaded_environment(list(parents))
+    after = system.loaded_environment([*parents, module])
     dirs = []
     for var in ("LD_LIBRARY_PATH", "LIBRARY_PATH"):
         old = set(before.get(var, "").split(":"))
@@ -65,52 +63,135 @@ def _search_dirs(kind, system, module):
 
 
 def detect(spack, system):
-    """(``packages:`` of the externals behind modules, notes)."""
-    packages, notes = {}, []
-    names = system.avail()
-    wanted = [n for n in names if family(n) in FAMILIES]
+    """(``packages:`` of the externals behind modules, notes, meta-modules and the user's
+    module collections: [{"module", "modules" (to load), "collection" (one to restore),
+    "loads" (what loading them loaded)}])."""
+    packages, notes, metas = {}, [], []
+    entries, notes = module_tree.walk(system)
+    wanted = [e for e in entries if e.kind in ("compiler", "mpi", "blas")]
+    below = sum(1 for e in entries if e.parents)
     print(
-        f"==> {system.kind}: {len(names)} modules, {len(wanted)} of them compilers, MPIs or "
-        "BLAS to look into",
+        f"==> {system.kind}: {len(wanted)} compilers, MPIs or BLAS to look into"
+        + (f" ({below} below a compiler or MPI of the hierarchy)" if below else ""),
         file=sys.stderr,
     )
-    for module in wanted:
-        kind = FAMILIES[family(module)]
+    compilers = [e for e in entries if e.kind == "compiler" and not e.parents]
+    for entry in entries:
+        if entry.sticky:
+            notes.append(
+                f"module {entry.name} is sticky (a plain `module purge` keeps it in a login "
+                "shell): builds and runs load only each toolchain's modules, as a cron job "
+                "without it; a toolchain that needs it lists it in its modules"
+            )
+        if module_tree.is_category_style(entry.name) and entry.kind:
+            notes.append(
+                f"module {entry.name}: category-style name, read as {entry.kind} "
+                f"{family_of(entry.name)}"
+            )
+    for entry in wanted:
         try:
-            dirs = _search_dirs(kind, system, module)
-            loaded = system.loaded_environment([module])
+            parents, loaded = _loadable(system, entry, compilers, notes)
+            dirs = _search_dirs(entry.kind, system, entry.name, parents)
         except SitebenchError as err:
-            notes.append(f"module {module}: {err.problem}: left out")
+            notes.append(f"module {entry.name}: {err.problem}: left out")
             continue
-        found = _detect(spack, kind, dirs, loaded) if dirs else {}
+        if entry.kind == "mpi":
+            mpi = module_tree.recognise_mpi(entry.name, dirs, loaded)
+            label, package, tested = module_tree.MPI_FAMILIES.get(mpi, (None, None, True))
+            if not tested:
+                notes.append(
+                    f"module {entry.name}: {label} recognised, not tested with sitebench "
+                    f"here: not proposed (to try it: a toolchain with mpi: {package}, its "
+                    f"launcher (mpiexec, or srun under Slurm) and modules: "
+                    f"[{', '.join([*parents, entry.name])}])"
+                )
+                continue
+        found = _detect(spack, entry.kind, dirs, loaded) if dirs else {}
         externals = [
             (pkg, ext) for pkg, cfg in found.items() for ext in cfg.get("externals") or []
         ]
         if not externals:
-            notes.append(f"module {module}: Spack found no {kind} in {', '.join(dirs) or 'it'}")
+            notes.append(
+                f"module {entry.name}: Spack found no {entry.kind} in {', '.join(dirs) or 'it'}"
+            )
             continue
         for pkg, ext in externals:
-            ext["modules"] = [module]
-            entry = packages.setdefault(pkg, {"externals": []})
-            entry["externals"].append(ext)
+            ext["modules"] = [*parents, entry.name]
+            entry_cfg = packages.setdefault(pkg, {"externals": []})
+            entry_cfg["externals"].append(ext)
             if found[pkg].get("buildable") is False:
-                entry["buildable"] = False
-    return packages, notes
+                entry_cfg["buildable"] = False
+    for entry in (e for e in entries if e.kind == "toolchain"):
+        try:
+            loaded = system.loaded_environment(entry.modules)
+        except SitebenchError as err:
+            notes.append(f"meta-module {entry.name}: {err.problem}: left out")
+            continue
+        loads = [m for m in loaded.get("LOADEDMODULES", "").split(":") if m]
+        metas.append({"module": entry.name, "modules": entry.modules, "loads": loads})
+    for name in system.collections():
+        try:
+            loaded = system.loaded_environment([], collection=name)
+        except SitebenchError as err:
+            notes.append(f"collection {name}: {err.problem}: left out")
+            continue
+        loads = [m for m in loaded.get("LOADEDMODULES", "").split(":") if m]
+        metas.append({"module": name, "collection": True, "modules": [], "loads": loads})
+    return packages, notes, metas
+
+
+def _loadable(system, entry, compilers, notes):
+    """(the parents ``entry`` loads after, the environment it loads in): its own parents;
+    for a top-level MPI or BLAS that does not load alone (a ``prereq``), the first compiler
+    module it loads after (named in the notes)."""
+    try:
+        return entry.parents, system.loaded_environment(entry.modules)
+    except SitebenchError as alone:
+        if entry.parents or entry.kind == "compiler":
+            raise
+        for compiler in compilers:
+            try:
+                loaded = system.loaded_environment([*compiler.modules, entry.name])
+            except SitebenchError:
+                continue
+            notes.append(
+                f"module {entry.name} loads only after {compiler.name} (a prereq): its "
+                f"externals and toolchains load {compiler.name} first"
+            )
+            return tuple(compiler.modules), loaded
+        raise alone
 
 
 def from_shell(spack):
     """(the modules system with this shell's MODULEPATH recorded as its ``use``, the
-    externals behind its modules, notes), or (None, {}, []) where the shell has no modules
-    system or no MODULEPATH. Recorded: cron and batch jobs may not set MODULEPATH."""
+    externals behind its modules, notes, meta-modules), or (None, {}, [], []) where the
+    shell has no modules system or no MODULEPATH. Recorded: cron and batch jobs may not
+    set MODULEPATH."""
     from sitebench.sites import modules
 
     use = tuple(d for d in os.environ.get("MODULEPATH", "").split(":") if d)
     system = modules.find() if use else None
     if system is None:
-        return None, {}, []
+        return None, {}, [], []
     system = modules.ModulesSystem(system.kind, system.command, use)
-    found, notes = detect(spack, system)
-    return system, found, notes
+    found, notes, metas = detect(spack, system)
+    notes += shell_notes(os.environ)
+    return system, found, notes, metas
+
+
+def shell_notes(env):
+    """What this shell has loaded (a site's default modules, StdEnv) that builds and runs,
+    which purge first as a cron job has none of it, will not have."""
+    loaded = [m for m in env.get("LOADEDMODULES", "").split(":") if m]
+    defaults = [m for m in env.get("LMOD_SYSTEM_DEFAULT_MODULES", "").split(":") if m]
+    named = list(dict.fromkeys(loaded + defaults))
+    if not named:
+        return []
+    return [
+        f"loaded in this shell: {', '.join(named)} (the site's default modules): builds and "
+        "runs purge first and load only each toolchain's modules, as cron would; a toolchain "
+        "that needs one lists it in its modules"
+    ]
 
 
 def _spec_key(ext):

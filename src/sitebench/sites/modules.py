@@ -23,6 +23,7 @@ A site names its system in ``site.yaml`` (:func:`from_settings`)::
 and each toolchain its modules (``modules: [gcc/12, openmpi/4.1.4]``).
 """
 
+import json
 import os
 import re
 import shlex
@@ -119,9 +120,11 @@ class ModulesSystem:
         env.pop("BASH_ENV", None)  # a site's BASH_ENV may define another module function
         return env
 
-    def avail(self, env=None):
-        """Every module name ``module -t avail`` lists, in its order."""
-        proc = self._bash("module -t avail 2>&1", env)
+    def avail(self, env=None, loaded=()):
+        """Every module name ``module -t avail`` lists, in its order; with ``loaded``
+        (modules loaded first, after the purge), what a hierarchy offers below them."""
+        load = f"module load {' '.join(shlex.quote(n) for n in loaded)} >/dev/null 2>&1\n"
+        proc = self._bash((load if loaded else "") + "module -t avail 2>&1", env)
         names = []
         for line in proc.stdout.splitlines():
             line = _MARKERS.sub("", line).strip()
@@ -131,16 +134,29 @@ class ModulesSystem:
                 names.append(line)
         return names
 
-    def loaded_environment(self, names, env=None):
-        """The environment after ``module purge; module load NAMES``, or a clear error
-        naming the module that failed and what the module system said."""
+    def collections(self, env=None):
+        """The user's module collections (``module -t savelist``: ``module save NAME``
+        made them, ``module restore NAME`` loads one)."""
+        proc = self._bash("module -t savelist 2>&1", env)
+        return [
+            line.strip()
+            for line in proc.stdout.splitlines()
+            if line.strip() and not line.strip().endswith(":") and " " not in line.strip()
+        ]
+
+    def loaded_environment(self, names, env=None, collection=None):
+        """The environment after ``module purge; module load NAMES`` (``module restore
+        COLLECTION`` first, if one), or a clear error naming the module that failed and
+        what the module system said."""
         load = f"module load {' '.join(shlex.quote(n) for n in names)} || exit 97\n"
-        script = (load if names else "") + "env -0"
+        restore = f"module restore {shlex.quote(collection)} || exit 97\n" if collection else ""
+        script = restore + (load if names else "") + "env -0"
         proc = self._bash(script, env)
         if proc.returncode != 0:
             said = " ".join(proc.stderr.split())[-600:] or f"exit {proc.returncode}"
+            what = f"restore {collection}" if collection else f"load {' '.join(names)}"
             raise SitebenchError(
-                f"{self.kind}: `module load {' '.join(names)}` failed: {said}",
+                f"{self.kind}: `module {what}` failed: {said}",
                 "check the names with `module avail` (and that each loads alone); "
                 "fix the toolchain's modules: in site.yaml",
             )
@@ -155,11 +171,37 @@ class ModulesSystem:
             )
         return loaded
 
-    def added_path(self, names, env=None):
-        """The PATH directories loading ``names`` adds (in front, in order)."""
-        base = self.loaded_environment([], env).get("PATH", "").split(":")
-        after = self.loaded_environment(names, env).get("PATH", "").split(":")
-        return [d for d in after if d and d not in base]
+    def added_path(self, names, env=None, after=()):
+        """The PATH directories loading ``names`` adds (in front, in order) to what
+        loading ``after`` (their parents in a hierarchy) gives."""
+        base = self.loaded_environment(list(after), env).get("PATH", "").split(":")
+        loaded = self.loaded_environment([*after, *names], env).get("PATH", "").split(":")
+        return [d for d in loaded if d and d not in base]
+
+    def spider(self, env=None):
+        """Lmod's spider of the whole tree (``$LMOD_DIR/spider -o spider-json``): {module
+        file: its entry (``fullName``, ``parentAA``: the module sets that make it
+        available, ``family``, ``propT``)}; None where this is not Lmod or spider fails
+        (the tree is then walked by loading: :mod:`sitebench.sites.module_tree`)."""
+        spider = Path(self.command).parent / "spider"
+        if self.kind != "lmod" or not spider.is_file():
+            return None
+        env = self._clean_env(env)
+        path = [*self.use, *[d for d in env.get("MODULEPATH", "").split(":") if d]]
+        try:
+            proc = subprocess.run(
+                [str(spider), "-o", "spider-json", ":".join(dict.fromkeys(path))],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=TIMEOUT,
+            )
+            found = json.loads(proc.stdout) if proc.returncode == 0 else None
+        except (subprocess.TimeoutExpired, ValueError):
+            return None
+        if not isinstance(found, dict):
+            return None
+        return {f: e for files in found.values() for f, e in (files or {}).items()}
 
 
 def missing_dirs(before, after):
@@ -230,6 +272,27 @@ def from_settings(settings, rel, env=None):
             f"{rel}: {command} needs tclsh, which is not on PATH", "install tcl (Debian: tcl)"
         )
     return ModulesSystem(kind, str(command), tuple(use))
+
+
+def reframe_command_problem(system, env=None):
+    """(problem, fix) where the command ReFrame's backend runs for ``system`` is missing:
+    ReFrame drives the Tcl modules with ``modulecmd`` from PATH (``modulecmd python -V``:
+    "could not find a sane TMod4 installation" after the whole concretization); Lmod with
+    ``$LMOD_CMD``, which the site's reframe.py sets from ``modules.command``. None if
+    present."""
+    env = os.environ if env is None else env
+    if system.kind != "envmod" or shutil.which("modulecmd", path=env.get("PATH", "")):
+        return None
+    # Debian: /usr/lib/<triplet>/modulecmd.tcl and /usr/bin/modulecmd of one package.
+    beside = Path(system.command).resolve().parents[2] / "bin" / "modulecmd"
+    where = f"{beside.parent}" if beside.is_file() else "the directory holding modulecmd"
+    return (
+        f"the site's modules are Tcl Environment Modules ({system.command}) and ReFrame "
+        "drives them with `modulecmd`, which is not on PATH: every run would stop in "
+        'ReFrame ("could not find a sane TMod4 installation") after building',
+        f"put {where} on PATH where sitebench runs (the shell, its cron line: "
+        f"PATH={where}:$PATH); Debian's environment-modules installs /usr/bin/modulecmd",
+    )
 
 
 def as_settings(system):

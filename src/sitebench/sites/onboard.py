@@ -36,7 +36,7 @@ from string import Template
 
 import yaml
 
-from sitebench.sites import local_site, module_externals, modules, toolchains
+from sitebench.sites import local_site, module_externals, modules, pairing, toolchains
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
@@ -73,7 +73,8 @@ class Detection:
     sinfo: str = ""  # sinfo output (Slurm sites)
     scontrol: str = ""  # scontrol show partition -o
     hostname: str = field(default_factory=socket.gethostname)
-    #: {"system": modules: setting, "packages": externals behind modules, "notes": [...]}
+    #: {"system": modules: setting, "packages": externals behind modules, "notes": [...],
+    #: "meta": meta-modules and what they load (module_externals.detect)}
     modules: dict = field(default_factory=dict)
 
     @classmethod
@@ -135,10 +136,11 @@ class Detection:
 def detect_modules(spack):
     """What the environment modules of this shell offer: {} where there are none
     (:func:`sitebench.sites.module_externals.from_shell`)."""
-    system, packages, notes = module_externals.from_shell(spack)
+    system, packages, notes, metas = module_externals.from_shell(spack)
     if system is None:
         return {}
-    return {"system": modules.as_settings(system), "packages": packages, "notes": notes}
+    found = {"system": modules.as_settings(system), "packages": packages, "notes": notes}
+    return found | ({"meta": metas} if metas else {})
 
 
 def _run_tool(args):
@@ -514,7 +516,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         found.append(
             f"toolchain {tc.name}: c {tc.compilers['c']}, cxx {tc.compilers['cxx']}, "
             f"fortran {tc.compilers['fortran']}, mpi {tc.mpi}"
-            + (f", modules {' '.join(tc.modules)}" if tc.modules else "")
+            + (f", loads: {tc.load_command()}" if tc.loads_modules else "")
             + ("" if tc.default else " (not default: --toolchain NAME runs it)")
         )
     for part in parts:
@@ -527,6 +529,10 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
         )
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
+    if system and any(tc.loads_modules for tc in chosen):
+        missing = modules.reframe_command_problem(modules.from_settings({"modules": system}, ""))
+        if missing:
+            review.append(f"modules: {missing[0]}; {missing[1]}")
     if chosen:
         review.append(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
@@ -620,7 +626,7 @@ def site_yaml(site, host, date, chosen, modules_system=None):
         for tc in chosen
     )
     system = ""
-    if modules_system and any(tc.modules for tc in chosen):
+    if modules_system and any(tc.loads_modules for tc in chosen):
         system = MODULES_YAML + yaml.safe_dump({"modules": modules_system}, sort_keys=False)
     return SITE_YAML.format(site=site, host=host, date=date, toolchains=listed, modules=system)
 
@@ -678,10 +684,11 @@ def _fill(final, build):
         raise
 
 
-def proposed_toolchains(packages):
-    """(toolchains, notes) proposed for the completed ``packages``; a clear error when none
-    can build the suite (nothing is written then)."""
-    proposed, notes = local_site.propose_toolchains(packages)
+def proposed_toolchains(packages, metas=(), searched=""):
+    """(toolchains, notes) proposed for the completed ``packages`` (and the meta-modules
+    ``metas``); a clear error when none can build the suite (nothing is written then),
+    naming what was ``searched`` and what was found."""
+    proposed, notes = local_site.propose_toolchains(packages, metas)
     chosen, problems = toolchains.parse(proposed, "onboarding") if proposed else ([], [])
     if problems:  # propose_toolchains makes valid ones; a bug if not
         _key, problem, fix = problems[0]
@@ -689,12 +696,64 @@ def proposed_toolchains(packages):
     if not chosen:
         raise SitebenchError(
             "no toolchain found: C, C++ and Fortran compilers and an MPI with its launcher "
-            "(mpirun or mpiexec) are needed to build the suite"
+            "(mpirun or mpiexec) are needed to build the suite. Searched: "
+            f"{searched or 'PATH'}. Found: {found_summary(packages)}"
             + (f" ({'; '.join(notes)})" if notes else ""),
-            "install them (Debian: apt-get install gcc g++ gfortran openmpi-bin libopenmpi-dev; "
-            "or load the MPI's module) and onboard again",
+            "install what is missing (Debian: apt-get install gcc g++ gfortran openmpi-bin "
+            "libopenmpi-dev), or, if the site offers them as modules, onboard from a shell "
+            "whose MODULEPATH reaches them (its Core/ is enough: the hierarchy is walked)",
         )
     return chosen, notes
+
+
+def found_summary(packages):
+    """What detection found, for an error: compilers, MPIs and BLAS by spec (and
+    module)."""
+    items = []
+    for name, cfg in packages.items():
+        for ext in (cfg or {}).get("externals") or []:
+            is_compiler = (ext.get("extra_attributes") or {}).get("compilers")
+            if is_compiler or name in ("openmpi", "mpich", "mvapich2", "openblas"):
+                spec = ext.get("spec", name).split()[0]
+                where = f" (module {' '.join(ext['modules'])})" if ext.get("modules") else ""
+                items.append(spec + where)
+    return ", ".join(items) or "no compiler, MPI or BLAS"
+
+
+def searched_places(detection):
+    """Where detection looked, for an error."""
+    places = ["PATH (spack compiler find, spack external find)"]
+    system = detection.modules.get("system")
+    if system:
+        places.append(
+            f"{system['system']} modules under {':'.join(system.get('use') or []) or 'MODULEPATH'}"
+            " (the whole tree, hierarchy included)"
+        )
+    else:
+        places.append("no environment modules (no modules system with a MODULEPATH here)")
+    return "; ".join(places)
+
+
+def proved(chosen, packages, detection):
+    """(the toolchains whose modules load what they name, notes on the others):
+    :func:`sitebench.sites.pairing.problems` on each that loads modules."""
+    setting = detection.modules.get("system")
+    if not setting or not any(tc.loads_modules for tc in chosen):
+        return chosen, []
+    system = modules.from_settings({"modules": setting}, "onboarding")
+    kept, notes = [], []
+    for tc in chosen:
+        found = pairing.problems(tc, packages, system) if tc.loads_modules else []
+        if found:
+            notes.append(f"{tc.name} not proposed: {found[0][0]} ({found[0][1]})")
+        else:
+            kept.append(tc)
+    if chosen and not kept:
+        raise SitebenchError(
+            f"no proposed toolchain loads what it names: {'; '.join(notes)}",
+            "fix the modules as each says, then onboard again",
+        )
+    return kept, notes
 
 
 def onboard(name, slurm=False, mirror=None, detection=None, spack=None):
@@ -715,11 +774,18 @@ def onboard(name, slurm=False, mirror=None, detection=None, spack=None):
 
             spack = spack_mod.setup()
         detection = Detection.from_machine(spack, slurm=slurm)
-    gaps = local_site.toolchain_gaps(detection.packages)
+    merged, _ = module_externals.merge(
+        copy.deepcopy(detection.packages), copy.deepcopy(detection.modules.get("packages") or {})
+    )
+    gaps = local_site.toolchain_gaps(merged)
     if gaps and gaps[0][0] == "compiler":
-        raise SitebenchError(gaps[0][1], gaps[0][2])
+        raise SitebenchError(f"{gaps[0][1]} (searched: {searched_places(detection)})", gaps[0][2])
     packages = site_packages(detection)
-    chosen, notes = proposed_toolchains(packages)
+    chosen, notes = proposed_toolchains(
+        packages, detection.modules.get("meta") or (), searched_places(detection)
+    )
+    chosen, unproved = proved(chosen, packages, detection)
+    notes = notes + unproved
     parts = partitions(detection, slurm)
     found, review = findings(name, detection, packages, parts, mirror, slurm, chosen, notes)
     for parent in (site_dir.parent, env_dir.parent):

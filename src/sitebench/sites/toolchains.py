@@ -12,8 +12,11 @@ Compilers and MPI are Spack package names (Clang is ``llvm``), with a version wh
 site has several (``gcc@12.2.0``); ``cxx`` and ``fortran`` default to ``c``. ``modules``
 names the environment modules the toolchain loads (``modules: [gcc/12, openmpi/4.1.4]``,
 on a site whose ``site.yaml`` names its ``modules:`` system: :mod:`modules`); builds and
-runs load exactly those, after ``module purge``. ``default: false`` leaves a toolchain out
-of a plain ``run`` and the nightly (``--toolchain NAME`` or ``--toolchain all`` takes it).
+runs load exactly those, after ``module purge``. ``collection: NAME`` restores a module
+collection first (``module restore NAME``; ReFrame's ``{'name': NAME, 'collection':
+True}``); a meta-module (``foss/2023a``) is simply a module. ``default: false`` leaves a
+toolchain out of a plain ``run`` and the nightly (``--toolchain NAME`` or ``--toolchain all``
+takes it).
 
 Each toolchain becomes, with what Spack and ReFrame already do:
 
@@ -45,7 +48,7 @@ from sitebench.common.names import check_name
 from sitebench.sites import reframe_conventions
 
 LANGUAGES = ("c", "cxx", "fortran")
-KEYS = ("name", *LANGUAGES, "mpi", "launcher", "modules", "default")
+KEYS = ("name", *LANGUAGES, "mpi", "launcher", "modules", "collection", "default")
 
 #: ReFrame launchers a toolchain may name; without one, its MPI's default.
 LAUNCHERS = ("mpirun", "mpiexec", "srun")
@@ -73,6 +76,24 @@ class Toolchain:
     launcher: str = ""
     modules: tuple = ()  # environment modules loaded (after a purge) to build and run
     default: bool = True  # taken by a plain run and the nightly
+    collection: str = ""  # a module collection restored (``module restore``) before them
+
+    @property
+    def loads_modules(self):
+        return bool(self.modules or self.collection)
+
+    def reframe_modules(self):
+        """The ReFrame environment's ``modules``: a collection in ReFrame's collection
+        form (``module restore``), then the modules."""
+        first = [{"name": self.collection, "collection": True}] if self.collection else []
+        return first + list(self.modules)
+
+    def load_command(self):
+        """What loading it runs, for messages."""
+        parts = [f"module restore {self.collection}"] if self.collection else []
+        return "; ".join(
+            parts + ([f"module load {' '.join(self.modules)}"] if self.modules else [])
+        )
 
     @property
     def compiler_set(self):
@@ -105,6 +126,8 @@ class Toolchain:
             data["launcher"] = self.launcher
         if self.modules:
             data["modules"] = list(self.modules)
+        if self.collection:
+            data["collection"] = self.collection
         if not self.default:
             data["default"] = False
         return data
@@ -151,7 +174,8 @@ def parse(data, rel):
         bad = [
             k
             for k, v in item.items()
-            if k not in ("modules", "default") and (not isinstance(v, str) or not v.strip())
+            if k not in ("modules", "default", "collection")
+            and (not isinstance(v, str) or not v.strip())
         ]
         if bad:
             problems.append(
@@ -201,7 +225,13 @@ def parse(data, rel):
         modules = tuple(item.get("modules") or ())
         found.append(
             Toolchain(
-                item["name"], compilers, item["mpi"], launcher, modules, item.get("default", True)
+                item["name"],
+                compilers,
+                item["mpi"],
+                launcher,
+                modules,
+                item.get("default", True),
+                item.get("collection", ""),
             )
         )
     return found, problems
@@ -217,6 +247,14 @@ def _modules_problem(item, key, rel):
             f"{key}.modules",
             f"{rel}: {key}: modules is {modules!r}, expected a list of module names",
             "e.g. modules: [gcc/12, openmpi/4.1.4] (as `module avail` lists them)",
+        )
+    collection = item.get("collection", "")
+    if not isinstance(collection, str) or " " in collection or "/" in collection:
+        return (
+            f"{key}.collection",
+            f"{rel}: {key}: collection is {collection!r}, expected a collection's name",
+            "e.g. collection: foss (as `module savelist` lists it; `module save foss` "
+            "makes it)",
         )
     if not isinstance(item.get("default", True), bool):
         return (
@@ -443,7 +481,8 @@ def reframe_environments(toolchains, packages, env_vars=()):
         if tc.compiler_set not in firsts:
             firsts.add(tc.compiler_set)
             features.append(NO_MPI_CHECKS)
-        bindir = None if tc.modules else mpi_bin(packages, tc.mpi_name)  # the module sets PATH
+        # The module sets PATH.
+        bindir = None if tc.loads_modules else mpi_bin(packages, tc.mpi_name)
         variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
         variables += reframe_conventions.wrapper_variables(packages, tc.compilers, tc.mpi_name)
         environs.append(
@@ -451,7 +490,7 @@ def reframe_environments(toolchains, packages, env_vars=()):
                 "name": tc.name,
                 "features": features,
                 # ReFrame loads them (its modules_system) after the partition's purge.
-                **({"modules": list(tc.modules)} if tc.modules else {}),
+                **({"modules": tc.reframe_modules()} if tc.loads_modules else {}),
                 "cc": "mpicc",
                 "cxx": "mpicxx",
                 "ftn": "mpifort",

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import yaml
 
-from sitebench.sites import modules, local_site
+from sitebench.sites import modules, local_site, pairing
 
 from sitebench.common import paths
 
@@ -599,7 +599,12 @@ def toolchain_problems(site, settings):
     module_settings, module_rel = toolchains.modules_settings(
         paths.site_config_dir(owner), owner_settings
     )
-    problems += _with_key(rel, module_problems(found, module_settings, module_rel))
+    problems += _with_key(
+        rel,
+        module_problems(
+            found, module_settings, module_rel, toolchains.spack_scope_packages(scope)
+        ),
+    )
     if problems:
         return found, problems
     try:
@@ -618,10 +623,13 @@ def toolchain_problems(site, settings):
     return found, problems
 
 
-def module_problems(found, settings, rel):
-    """[(key, problem, fix)]: the site's modules system is not there, or a toolchain's
-    modules do not load (each loaded as a build would: after ``module purge``)."""
-    with_modules = [tc for tc in found if tc.modules]
+def module_problems(found, settings, rel, packages=None):
+    """[(key, problem, fix)]: the site's modules system is not there (nor, for the Tcl
+    one, the ``modulecmd`` ReFrame runs), or a toolchain's modules do not load, or what
+    they load is not what the toolchain's Spack externals are
+    (:func:`sitebench.sites.pairing.problems`: loaded after ``module purge`` in a clean
+    environment, as cron and a batch job would)."""
+    with_modules = [tc for tc in found if tc.loads_modules]
     try:
         system = modules.from_settings(settings, rel)
     except SitebenchError as err:
@@ -630,18 +638,19 @@ def module_problems(found, settings, rel):
         return [
             (
                 f"toolchains.{tc.name}.modules",
-                f"toolchain {tc.name!r} names modules ({', '.join(tc.modules)}) but the site "
+                f"toolchain {tc.name!r} loads modules ({tc.load_command()}) but the site "
                 "names no modules system",
                 f"add to site.yaml: {modules.EXAMPLE}",
             )
             for tc in with_modules[:1]
         ]
     problems = []
+    missing = modules.reframe_command_problem(system)
+    if missing:
+        problems.append(("modules", *missing))
     for tc in with_modules:
-        try:
-            system.loaded_environment(list(tc.modules))
-        except SitebenchError as err:
-            problems.append((f"toolchains.{tc.name}.modules", err.problem, err.fix))
+        for problem, fix in pairing.problems(tc, packages or {}, system):
+            problems.append((f"toolchains.{tc.name}.modules", problem, fix))
     return problems
 
 

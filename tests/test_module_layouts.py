@@ -1,0 +1,364 @@
+"""Module trees laid out as production clusters lay them out, onboarded with no hand edits.
+
+tests/modules_world.py builds, with Debian's ``lmod`` and ``environment-modules``, a pure
+hierarchy per module system (``MODULEPATH`` at ``Core/`` only; ``gcc/12`` opens
+``Compiler/gcc/12/`` where a category-style ``mpi/openmpi/<v>`` and ``mpich/<v>`` with a
+``prereq`` live; a ``default`` marker; Lmod's ``family`` and a sticky ``StdEnv``) and
+EasyBuild's meta-module ``foss/2023a``. Each is walked, onboarded (Spack's real detection
+behind each module, loading exactly its parents), validated as cron would run it, and a
+deliberately mismatched pairing is refused with its fix. The Tcl site is onboarded where
+``modulecmd`` is not on PATH and refused until it is.
+"""
+
+import os
+import shutil
+
+import pytest
+import yaml
+from conftest import ROOT
+from test_modules import _environ, command_or_fail, machine_detection, world  # noqa: F401
+from test_validate import local_toolchains
+
+import modules_world
+from sitebench.common.errors import SitebenchError
+from sitebench.sites import local_site, module_tree, modules, onboard, validate
+
+KINDS = ("lmod", "envmod")
+
+
+def test_names_are_read_through_categories_and_mpi_families_by_name_and_programs(tmp_path):
+    assert module_tree.family_of("compiler/gcc/12") == "gcc"
+    assert module_tree.kind_of("mpi/openmpi/4.1") == "mpi"
+    assert module_tree.kind_of("GCC/12.3.0") == "compiler"  # EasyBuild's capitals
+    assert module_tree.kind_of("toolchain/foss/2023a") == "toolchain"
+    assert module_tree.kind_of("PrgEnv-gnu/8.4") == "toolchain"
+    assert module_tree.kind_of("StdEnv/1") is None and module_tree.kind_of("gcc") == "compiler"
+    assert module_tree.is_category_style("mpi/openmpi/4.1")
+    assert not module_tree.is_category_style("openmpi/4.1")
+    # By the programs a module puts on PATH: HPC-X and MVAPICH2 ship Open MPI's and
+    # MPICH's programs too, and are told apart.
+    programs = {
+        "ompi": ["ompi_info", "mpirun"],
+        "mpich": ["mpichversion", "mpiexec"],
+        "mv": ["mpiname", "mpichversion"],
+        "impi": ["impi_info", "mpiicc"],
+    }
+    for name, progs in programs.items():
+        (tmp_path / name).mkdir()
+        for prog in progs:
+            (tmp_path / name / prog).touch()
+    recognise = module_tree.recognise_mpi
+    assert recognise("openmpi/4.1", [tmp_path / "ompi"]) == "openmpi"
+    assert recognise("hpcx/2.14", [tmp_path / "ompi"]) == "hpcx"
+    assert recognise("mpi/site-mpi/1", [tmp_path / "ompi"], {"HPCX_DIR": "/opt/hpcx"}) == "hpcx"
+    assert recognise("mpich/4.0", [tmp_path / "mpich"]) == "mpich"
+    assert recognise("mpi/2.3", [tmp_path / "mv"]) == "mvapich"
+    assert recognise("mpi/2021", [tmp_path / "impi"]) == "intel-mpi"
+    assert recognise("cray-mpich/8.1", [], {"CRAY_MPICH_DIR": "/opt/cray"}) == "cray-mpich"
+    assert recognise("intel-oneapi-mpi/2021.9") == "intel-mpi"
+    assert recognise("mvapich2/2.3.7") == "mvapich" and recognise("python/3") is None
+    tested = {k for k, (_label, _pkg, ok) in module_tree.MPI_FAMILIES.items() if ok}
+    assert tested == {"openmpi", "mpich", "hpcx"}
+
+
+def _compiler(version, modules):
+    langs = {k: f"/m/gcc-{version}/bin/{k}" for k in ("c", "cxx", "fortran")}
+    return {"spec": f"gcc@{version}", "modules": modules, "extra_attributes": {"compilers": langs}}
+
+
+def test_each_pair_of_the_hierarchy_is_proposed_and_a_meta_module_that_loads_one():
+    """An MPI module below a compiler (its external's modules start with the compiler's)
+    pairs with that compiler only, for every compiler; a meta-module that loads a
+    compiler and an MPI found as externals is a toolchain of its own."""
+    packages = {
+        "gcc": {"externals": [_compiler("12.2.0", ["gcc/12"]), _compiler("11.3.0", ["gcc/11"])]},
+        "openmpi": {
+            "externals": [
+                {"spec": "openmpi@4.1.4", "modules": ["gcc/12", "mpi/openmpi/4.1.4"]},
+                {"spec": "openmpi@4.1.6", "modules": ["gcc/11", "openmpi/4.1.6"]},
+            ]
+        },
+        "mpich": {"externals": [{"spec": "mpich@4.0.2", "modules": ["gcc/11", "mpich/4.0.2"]}]},
+    }
+    found, notes = local_site._module_toolchains(packages, {})
+    assert notes == []
+    assert [(t["name"], t["mpi"], t["modules"], t.get("default", True)) for t in found] == [
+        ("gcc12-openmpi4", "openmpi@4.1.4", ["gcc/12", "mpi/openmpi/4.1.4"], True),
+        ("gcc11-openmpi4", "openmpi@4.1.6", ["gcc/11", "openmpi/4.1.6"], False),
+        ("gcc11-mpich4", "mpich@4.0.2", ["gcc/11", "mpich/4.0.2"], False),
+    ]
+    metas = [
+        {
+            "module": "foss/2023a",
+            "modules": ["foss/2023a"],
+            "loads": ["gcc/12", "mpi/openmpi/4.1.4", "foss/2023a"],
+        },
+        {
+            "module": "PrgEnv-cray/8",
+            "modules": ["PrgEnv-cray/8"],
+            "loads": ["cce/15", "PrgEnv-cray/8"],
+        },
+    ]
+    found, notes = local_site._meta_toolchains(packages, metas, others=True)
+    assert found == [
+        {
+            "name": "foss-2023a",
+            "c": "gcc@12.2.0",
+            "cxx": "gcc@12.2.0",
+            "fortran": "gcc@12.2.0",
+            "mpi": "openmpi@4.1.4",
+            "modules": ["foss/2023a"],
+            "default": False,
+        }
+    ]
+    assert len(notes) == 1 and "PrgEnv-cray/8 loads cce/15" in notes[0], notes
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_hierarchy_is_walked_below_its_core(kind):
+    tree = modules_world.build_hierarchy_shared(kind)
+    env = modules_world.environ(kind, command_or_fail(kind), tree["modulepath"])
+    found = modules.find(env)
+    system = modules.ModulesSystem(found.kind, found.command, (tree["core"],))
+    assert tree["openmpi"] not in system.avail(env)  # below Core/: avail does not see it
+    entries, notes = module_tree.walk(system, env)
+    by_name = {e.name: e for e in entries}
+    assert notes == []
+    assert by_name[tree["gcc"]].parents == () and by_name[tree["gcc"]].kind == "compiler"
+    for mpi in ("openmpi", "mpich"):
+        assert by_name[tree[mpi]].parents == (tree["gcc"],), by_name
+        assert by_name[tree[mpi]].kind == "mpi"
+    assert by_name[tree["foss"]].kind == "toolchain"
+    if kind == "lmod":
+        assert by_name["StdEnv/1"].sticky and by_name[tree["gcc"]].lmod_family == "compiler"
+
+
+def _onboard(kind, detected, tmp_path_factory, env):
+    tree = modules_world.build_hierarchy_shared(kind)
+    name = f"tree-{kind}"
+    root = tmp_path_factory.mktemp(f"sites-{name}")
+    (root / "site-configs" / "local").mkdir(parents=True)
+    (root / "environments" / "local").mkdir(parents=True)
+    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
+    shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
+    (root / "spack-repo").symlink_to(ROOT / "spack-repo")
+    local_toolchains(root)
+    detection = onboard.Detection(**vars(detected))
+    from sitebench.spack import pinned
+
+    with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
+        detection.modules = onboard.detect_modules(pinned.setup())
+        report = onboard.onboard(name, detection=detection)
+    return tree, root, name, report
+
+
+def _shell(kind, modulecmd_on_path=True):
+    """A login shell of the site: MODULEPATH at Core/ only, nothing loaded; for the Tcl
+    modules, with or without ``modulecmd`` on PATH."""
+    tree = modules_world.build_hierarchy_shared(kind)
+    env = modules_world.environ(kind, command_or_fail(kind), tree["modulepath"])
+    if not modulecmd_on_path:
+        env["PATH"] = ":".join(d for d in env["PATH"].split(":") if not d.endswith("envmod-bin"))
+        assert not shutil.which("modulecmd", path=env["PATH"]), "modulecmd is on PATH here"
+    return env
+
+
+@pytest.fixture(scope="module")
+def onboarded(machine_detection, tmp_path_factory):  # noqa: F811 (the imported fixture)
+    """onboarded(kind): the hierarchy onboarded once per module system (the Tcl one
+    from a shell without modulecmd on PATH): (tree, root, name, report, env)."""
+    made = {}
+
+    def make(kind):
+        if kind not in made:
+            env = _shell(kind, modulecmd_on_path=kind == "lmod")
+            made[kind] = (*_onboard(kind, machine_detection, tmp_path_factory, env), env)
+        return made[kind]
+
+    return make
+
+
+def _cron(env, root):
+    """What cron gives sitebench: no module setup, the sites' root."""
+    clean = {k: v for k, v in env.items() if k not in ("LMOD_CMD", "MODULES_CMD", "MODULEPATH")}
+    return {**clean, "SITEBENCH_SITES_ROOT": str(root)}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_pure_hierarchy_onboards_with_no_hand_edits(onboarded, kind):
+    tree, root, name, report, _env = onboarded(kind)
+    site = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
+    assert site["modules"]["system"] == kind and site["modules"]["use"] == [tree["core"]]
+    proposed = {tc["name"]: tc for tc in site["toolchains"]}
+    assert proposed["gcc12-openmpi4"]["modules"] == [tree["gcc"], tree["openmpi"]]
+    assert proposed["gcc12-mpich4"]["modules"] == [tree["gcc"], tree["mpich"]]
+    foss = proposed["foss-2023a"]
+    assert foss["modules"] == [tree["foss"]] and foss["default"] is False
+    assert foss["c"] == foss["fortran"] == "gcc@12.2.0" and foss["mpi"].startswith("openmpi@")
+    assert set(proposed) == {"gcc12-openmpi4", "gcc12-mpich4", "foss-2023a"}, proposed
+    packages = yaml.safe_load(
+        (root / "site-configs" / name / "spack" / "packages.yaml").read_text()
+    )["packages"]
+    # Registered by loading exactly the modules each needs, parents first.
+    assert packages["openmpi"]["externals"][0]["modules"] == [tree["gcc"], tree["openmpi"]]
+    assert packages["mpich"]["externals"][0]["modules"] == [tree["gcc"], tree["mpich"]]
+    assert [e["modules"] for e in packages["gcc"]["externals"]] == [[tree["gcc"]]]
+    review = "\n".join(report.review)
+    assert f"module {tree['openmpi']}: category-style name, read as mpi openmpi" in review
+    if kind == "lmod":
+        assert "module StdEnv/1 is sticky" in review
+        assert "module aocc/4: Spack found no compiler" in review
+    else:  # onboarded without modulecmd on PATH: the review says so
+        assert "`modulecmd`, which is not on PATH" in review
+
+
+def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(onboarded):
+    tree, root, name, _report, env = onboarded("lmod")
+    site_yaml = root / "site-configs" / name / "site.yaml"
+    text = site_yaml.read_text()
+    with _environ(_cron(env, root)):
+        validate.validate_site(name)
+        try:
+            # Open MPI's toolchain loading MPICH's module: the MPI the job gets is not
+            # the one Spack builds with.
+            site_yaml.write_text(
+                text.replace(
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
+                    f"modules: [{tree['gcc']}, {tree['mpich']}]",
+                    1,
+                )
+            )
+            with pytest.raises(SitebenchError) as err:
+                validate.validate_site(name, load_reframe=False)
+            said = str(err.value)
+            assert "toolchain 'gcc12-openmpi4'" in said and "mpich" in said, said
+            assert "not in the openmpi@" in said and "it is mpich@" in said, said
+            assert f"modules: [{tree['gcc']}, {tree['openmpi']}]" in err.value.fix
+            # A second compiler of Lmod's family swaps GCC out.
+            site_yaml.write_text(
+                text.replace(
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
+                    f"modules: [{tree['gcc']}, {tree['openmpi']}, aocc/4]",
+                    1,
+                )
+            )
+            with pytest.raises(SitebenchError) as err:
+                validate.validate_site(name, load_reframe=False)
+            assert "leaves gcc/12" in str(err.value) and "unloaded" in str(err.value)
+            assert "one module of each family" in err.value.fix
+        finally:
+            site_yaml.write_text(text)
+
+
+def test_a_tcl_site_without_modulecmd_is_refused_until_it_is_on_path(onboarded):
+    tree, root, name, _report, env = onboarded("envmod")
+    with _environ(_cron(env, root)):
+        with pytest.raises(SitebenchError) as err:
+            validate.validate_site(name, load_reframe=False)
+        assert "`modulecmd`, which is not on PATH" in err.value.problem
+        command = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
+        beside = os.path.dirname(os.path.dirname(os.path.dirname(command["modules"]["command"])))
+        assert f"{beside}/bin" in err.value.fix
+    with _environ(_cron(_shell("envmod"), root)):  # modulecmd on PATH
+        validate.validate_site(name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframes_form(
+    kind, tmp_path
+):
+    tree = modules_world.build_hierarchy_shared(kind)
+    # Saved in a home of its own (both systems keep collections under $HOME): no other
+    # onboarding lists it.
+    env = {**_shell(kind), "HOME": str(tmp_path)}
+    found = modules.find(env)
+    system = modules.ModulesSystem(found.kind, found.command, (tree["core"],))
+    save = f"module load {tree['gcc']} {tree['openmpi']} && module save gompi"
+    proc = system._bash(save, env)
+    assert proc.returncode == 0, proc.stderr
+    assert "gompi" in system.collections(env)
+    loaded = system.loaded_environment([], env, collection="gompi")
+    loads = loaded["LOADEDMODULES"].split(":")
+    assert loads == [tree["gcc"], tree["openmpi"]], loads
+    packages = {
+        "gcc": {"externals": [_compiler("12.2.0", [tree["gcc"]])]},
+        "openmpi": {"externals": [{"spec": "openmpi@4.1.4", "modules": loads}]},
+    }
+    meta = {"module": "gompi", "collection": True, "modules": [], "loads": loads}
+    (proposed,), notes = local_site._meta_toolchains(packages, [meta], others=False)
+    assert notes == [] and proposed["collection"] == "gompi" and "modules" not in proposed
+    from sitebench.sites import toolchains
+
+    (tc,), problems = toolchains.parse([proposed], "site.yaml")
+    assert not problems and tc.collection == "gompi"
+    (environ,) = toolchains.reframe_environments([tc], packages)
+    assert environ["modules"] == [{"name": "gompi", "collection": True}]
+    with pytest.raises(SitebenchError) as err:
+        system.loaded_environment([], env, collection="nosuch")
+    assert "module restore nosuch" in err.value.problem
+
+
+@pytest.mark.slow
+@pytest.mark.spack
+def test_the_hierarchy_site_runs_osu_with_each_pairs_own_mpi(onboarded, results_root):
+    """The Lmod hierarchy onboarded with no hand edits, through `./sitebench run`: Spack
+    builds OSU per toolchain, loading each external's modules (parents first), ReFrame
+    runs its latency check loading the toolchain's, and each binary links its module's
+    MPI."""
+    import re
+    import subprocess
+    from pathlib import Path
+
+    from conftest import sitebench
+
+    tree, root, name, _report, env = onboarded("lmod")
+    proc = sitebench("run", "--site", name, "--", "-n", "OsuLatencyCheck", env=_cron(env, root))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    (run,) = (results_root / name).iterdir()
+    libraries = {}
+    for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
+        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+        libraries[spec.parts[-3]] = sorted(
+            {m.group(1) for m in re.finditer(r"=> (\S*(?:openmpi|mpich)-[\d.]+)/", ldd)}
+            | {lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd}
+        )
+    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4"}, libraries
+    assert "libmpi.so" in libraries["gcc12-openmpi4"], libraries
+    assert "libmpich.so" in libraries["gcc12-mpich4"], libraries
+    for script in run.glob("output/*/*/gcc12-mpich4/OsuLatency*/rfm_job.sh"):
+        text = script.read_text()
+        purge, gcc = text.index("module purge"), text.index(f"module load {tree['gcc']}")
+        assert purge < gcc < text.index(f"module load {tree['mpich']}") < text.index("mpirun")
+
+
+def test_a_module_with_a_prereq_is_loaded_after_the_compiler_it_needs():
+    """A flat tree's MPI module that refuses to load alone (``prereq gcc/12``) is
+    registered with the first compiler module after which it loads, and the notes say so;
+    one that loads after none stays an error."""
+    from sitebench.sites import module_externals
+
+    class Tree:
+        def loaded_environment(self, names, env=None, collection=None):
+            if names[-1].startswith("mpich") and "gcc/12" not in names:
+                raise SitebenchError(f"`module load {' '.join(names)}` failed: prereq", "")
+            if names[-1] == "lonely/1":
+                raise SitebenchError("`module load lonely/1` failed", "")
+            return {"PATH": "/usr/bin", "LOADEDMODULES": ":".join(names)}
+
+    compilers = [module_tree.Entry("clang/14", (), "compiler")]
+    compilers.append(module_tree.Entry("gcc/12", (), "compiler"))
+    notes = []
+    parents, loaded = module_externals._loadable(
+        Tree(), module_tree.Entry("mpich/4.0.2", (), "mpi"), compilers, notes
+    )
+    assert parents == ("gcc/12",) and loaded["LOADEDMODULES"] == "gcc/12:mpich/4.0.2"
+    assert notes == [
+        "module mpich/4.0.2 loads only after gcc/12 (a prereq): its externals and toolchains "
+        "load gcc/12 first"
+    ]
+    with pytest.raises(SitebenchError, match="lonely/1"):
+        module_externals._loadable(
+            Tree(), module_tree.Entry("lonely/1", (), "mpi"), compilers, notes
+        )
