@@ -15,13 +15,17 @@ import shutil
 
 import pytest
 import yaml
-from conftest import ROOT
-from test_modules import _environ, command_or_fail, machine_detection, world  # noqa: F401
-from test_validate import local_toolchains
+from test_modules import (  # noqa: F401
+    _environ,
+    command_or_fail,
+    machine_detection,
+    onboard_in_new_root,
+    world,
+)
 
 import modules_world
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import local_site, module_tree, modules, onboard, validate
+from sitebench.sites import local_site, module_tree, modules, validate
 
 KINDS = ("lmod", "envmod")
 
@@ -136,19 +140,7 @@ def test_a_hierarchy_is_walked_below_its_core(kind):
 def _onboard(kind, detected, tmp_path_factory, env):
     tree = modules_world.build_hierarchy_shared(kind)
     name = f"tree-{kind}"
-    root = tmp_path_factory.mktemp(f"sites-{name}")
-    (root / "site-configs" / "local").mkdir(parents=True)
-    (root / "environments" / "local").mkdir(parents=True)
-    shutil.copy(ROOT / "site-configs/local/reframe.py", root / "site-configs/local/reframe.py")
-    shutil.copy(ROOT / "environments/local/spack.yaml", root / "environments/local/spack.yaml")
-    (root / "spack-repo").symlink_to(ROOT / "spack-repo")
-    local_toolchains(root)
-    detection = onboard.Detection(**vars(detected))
-    from sitebench.spack import pinned
-
-    with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
-        detection.modules = onboard.detect_modules(pinned.setup())
-        report = onboard.onboard(name, detection=detection)
+    root, name, report = onboard_in_new_root(env, name, detected, tmp_path_factory)
     return tree, root, name, report
 
 

@@ -226,7 +226,15 @@ def onboarded(request, onboard_with):
 
 def _onboard(kind, world, machine_detection, tmp_path_factory, name=None):
     env = modules_world.environ(kind, command_or_skip(kind), world["modulepath"])
-    name = name or f"mod-{kind}"
+    root, name, report = onboard_in_new_root(
+        env, name or f"mod-{kind}", machine_detection, tmp_path_factory
+    )
+    return root, name, env, report
+
+
+def onboard_in_new_root(env, name, machine_detection, tmp_path_factory):
+    """Onboard ``name`` from the modules ``env`` shows, into a sites root of its own (the
+    checkout's local ReFrame config and environment copied, its toolchains declared)."""
     root = tmp_path_factory.mktemp(f"sites-{name}")
     (root / "site-configs" / "local").mkdir(parents=True)
     (root / "environments" / "local").mkdir(parents=True)
@@ -240,7 +248,7 @@ def _onboard(kind, world, machine_detection, tmp_path_factory, name=None):
     with _environ({**env, "SITEBENCH_SITES_ROOT": str(root)}):
         detection.modules = onboard.detect_modules(pinned.setup())
         report = onboard.onboard(name, detection=detection)
-    return root, name, env, report
+    return root, name, report
 
 
 def test_onboarding_finds_the_modules_and_proposes_toolchains_that_load_them(onboarded, world):
