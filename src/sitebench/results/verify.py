@@ -413,7 +413,7 @@ def _check_trees(git, commit, base):
     of such a tree would fail halfway on every site that took it."""
     tree = _tree_of(git, commit)
     pending = [(tree, _tree_of(git, base) if base else None, "")]
-    leaves, parents = [], set()
+    leaves = []
     while pending:
         wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
         objects = git.objects(wanted)
@@ -435,10 +435,9 @@ def _check_trees(git, commit, base):
                     later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
                 elif mode != b"160000":
                     leaves.append((sub, ENTRY_TYPES[mode], path))
-                    parents.add(sha)
         pending = later
-    absent = _absent(git, sorted(parents)) if leaves and git.partial else set()
-    kinds = git.kinds([sha for sha, _, _ in leaves if sha not in absent])
+    present = _present(git, commit, base) if leaves and git.partial else None
+    kinds = git.kinds([sha for sha, _, _ in leaves if present is None or sha in present])
     for sha, kind, path in leaves:
         # A blob a partial copy has not fetched is checked when it is (git checks every
         # object it receives); one that is here must be what its mode says.
@@ -447,13 +446,13 @@ def _check_trees(git, commit, base):
     return ""
 
 
-def _absent(git, trees):
-    """The entries of ``trees`` (not deeper) a partial copy has not fetched, asked without
-    fetching them (``cat-file`` would fetch, or die where fetching is off)."""
-    if not trees:
-        return set()
-    out = git.text("rev-list", "--objects", "--missing=print", "--filter=tree:1", *trees)
-    return {ln[1:].strip() for ln in out.splitlines() if ln.startswith("?")}
+def _present(git, commit, base):
+    """The objects ``commit`` brings that a partial copy holds, asked without fetching
+    (``cat-file`` would fetch, or die where fetching is off); the others are checked by git
+    when they are fetched."""
+    args = ["rev-list", "--objects", "--missing=print", commit, *(["--not", base] if base else [])]
+    out = git.text(*args)
+    return {ln.split()[0] for ln in out.splitlines() if ln and not ln.startswith("?")}
 
 
 def _tree_of(git, commit):
