@@ -20,7 +20,7 @@ import pandas as pd
 
 from sitebench.common import paths
 
-from sitebench.results import runfiles, store
+from sitebench.results import runfiles, site_warnings, store
 from sitebench.results.figures import shown_problem
 from sitebench.common.errors import SitebenchError
 from sitebench.common.progress import progress_bar
@@ -251,10 +251,12 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
 
     chosen = _refresh(root, index, sites, note, progress)
     # Every run ever found changed after it was indexed, not only those found just now.
+    by_site = site_warnings.BySite(note)  # one line per site, with a count
     for site, run, _when, why in store.altered(chosen, store=index):
-        note(store.altered_message(site, run, why))
+        by_site(store.altered_message(site, run, why))
     for _site, _run, why in store.flagged(chosen, store=index):
-        note(why)  # indexed with values of the wrong type as null: named every time
+        by_site(why)  # indexed with values of the wrong type as null: named every time
+    by_site.flush()
     con = store.connect(index, sites=chosen)
     runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
     disturbed = disturbed_cases(con)

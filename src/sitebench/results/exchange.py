@@ -41,7 +41,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import trust, verify
+from sitebench.results import limits, quarantine, trust, verify
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
@@ -87,6 +87,8 @@ class Pulled:
     refused: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     rewritten: bool = False
+    #: [(site, commit, reason)] of the refused commits (``refused``'s lines, by site).
+    refusals: list = field(default_factory=list)
 
 
 class GitFailed(SitebenchError):
@@ -204,10 +206,19 @@ class Exchange:
         if tip is None or tip == accepted:
             return pulled
         verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules)
+        # What one site may add (results.limits), then every refusal quarantined at once.
+        settings = limits.configured(self.git_dir, self.setting("site"))
+        verdicts, usage = limits.screen(self.git_dir, verdicts, rules.prefix, settings)
+        pulled.refusals = quarantine.keep(
+            self.git_dir,
+            [v for v in verdicts if not v.ok],
+            rules.prefix,
+            settings.get("quarantine_refs", quarantine.DEFAULT_REFS),
+        )
+        pulled.refused += [f"commit {c[:12]} refused: {r}" for _, c, r in pulled.refusals]
         found = {}
         for verdict in verdicts:
             if not verdict.ok:
-                pulled.refused.append(self._quarantine(verdict))
                 continue
             for site, run in verdict.runs:
                 status = self._export(verdict.commit, site, run, rules.prefix)
@@ -218,21 +229,14 @@ class Exchange:
         pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
         if not pulled.rewritten:
             self.git("update-ref", ACCEPTED, tip)
+            usage.save()
         pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
         return pulled
-
-    def _quarantine(self, verdict):
-        line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
-        if self.rev(QUARANTINE + verdict.commit):
-            return line  # refused before (a rewrite is met again by every pull)
-        self.git("update-ref", QUARANTINE + verdict.commit, verdict.commit)
-        self._log_refusal(verdict.commit, verdict.reason)
-        return line
 
     def _log_refusal(self, what, reason):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
-            log.write(f"{stamp}\t{what}\t{reason}\n")
+            log.write(f"{stamp}\t{what}\t-\t{reason}\n")
 
     def _note_deleted_branch(self, accepted):
         reason = (
@@ -247,11 +251,7 @@ class Exchange:
 
     def quarantined(self):
         """[(time, commit, reason)] of every commit refused here, oldest first."""
-        try:
-            text = (self.git_dir / QUARANTINE_LOG).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        return [tuple(ln.split("\t", 2)) for ln in text.splitlines() if ln.count("\t") >= 2]
+        return [(when, commit, why) for when, commit, _, why in quarantine.log_rows(self.git_dir)]
 
     # -- exporting runs into the results directory ------------------------------------
 
@@ -509,9 +509,12 @@ def open_exchange(results_root, remote=None, branch=None):
 # -- the two operations ----------------------------------------------------------------
 
 
-def pull(results_root=None, remote=None, branch=None):
-    """Bring every site's verified runs from the results remote; a :class:`Pulled`."""
+def pull(results_root=None, remote=None, branch=None, site=None):
+    """Bring every site's verified runs from the results remote; a :class:`Pulled`.
+    ``site``: this results directory's own site (its site.yaml's limits apply)."""
     ex = open_exchange(results_root, remote, branch)
+    if site:
+        ex.git("config", "sitebench.site", check_name("site", site))
     with ex.locked():
         return _pull(ex)
 
@@ -566,6 +569,7 @@ def publish(site_name, results_root=None, remote=None, branch=None, retries=5):
         results_root, remote or settings.get("remote"), branch or settings.get("branch")
     )
     key, _, _ = trust.ensure_site_key(site_name)
+    ex.git("config", "sitebench.site", site_name)
     with ex.locked():
         return _publish(ex, site_name, key, retries)
 
