@@ -171,7 +171,7 @@ def _age(path, days):
 def _figures(beta, site):
     with beta.act():
         con = store.open_store([site])
-        return con.sql(f"SELECT count(*) FROM figures WHERE site = '{site}'").fetchone()[0]
+        return con.sql(f"SELECT count(*) FROM figures WHERE site = '{site}'").fetchall()[0][0]
 
 
 def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, capsys):
@@ -209,27 +209,37 @@ def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, ca
     assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
 
 
-def test_prune_drops_old_quarantine_and_gc_drops_unreachable_objects(world):
-    beta, mallory = world.site("beta"), world.site("mallory")
+def test_prune_drops_old_quarantine_and_gc_drops_the_objects_no_ref_reaches(world):
+    """A refused rewrite (never accepted: only its quarantine ref and the fetched tip hold
+    it) carrying a 300 kB blob: once the remote is restored and the ref is older than
+    quarantine_days, prune deletes the ref and git's gc the blob; the log keeps the record."""
+    alpha, beta = world.site("alpha"), world.site("beta")
+    alpha.new_run()
+    assert alpha.publish().published
+    pull_as(beta)
+    good = git(world.bare, "rev-parse", "main").stdout.strip()
     clone = world.hostile_clone()
-    shutil.copytree(TEMPLATE, clone / "mallory" / "20261127T010000Z-big001")
-    (clone / "mallory" / "20261127T010000Z-big001" / "blob.bin").write_bytes(os.urandom(300_000))
-    world.push_as(clone, "unsigned, big", key=None)
-    pull_as(beta)
-    git_dir = beta.results / ".exchange"
-    (commit,) = quarantine.refs(git_dir)
-    # The refused commit is the branch's tip: only its ref and the fetched tip hold it.
-    # Once the remote moves past it by a rewrite (its host removed it), nothing does.
     root = git(clone, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
-    git(world.bare, "update-ref", "refs/heads/main", root)
-    pull_as(beta)
+    git(clone, "reset", "-q", "--hard", root)
+    big = clone / "mallory" / "20261127T010000Z-big001"
+    shutil.copytree(TEMPLATE, big)
+    (big / "blob.bin").write_bytes(os.urandom(300_000))
+    world.push_as(clone, "rewrite, big", key=world.site("mallory").key, force=True)
+    blob = git(clone, "rev-parse", f"HEAD:mallory/{big.name}/blob.bin").stdout.strip()
+    assert "history rewrite" in pull_as(beta).refused[0]
+    git(world.bare, "update-ref", "refs/heads/main", good)  # the host restores the branch
+    assert pull_as(beta).refused == []
+    git_dir = beta.results / ".exchange"
+    assert git(git_dir, "cat-file", "-e", blob, check=False).returncode == 0
     with beta.act():
         ex = exchange.Exchange(beta.results)
+        kept = retention.prune(ex, keep_days=30)  # the ref is young: kept
+        assert kept.refs_dropped == 0
         done = retention.prune(ex, keep_days=30, now=time.time() + 31 * 86400)
-    assert done.refs_dropped >= 1 and commit not in quarantine.refs(git_dir)
+    assert done.refs_dropped == 1 and quarantine.refs(git_dir) == {}
+    assert git(git_dir, "cat-file", "-e", blob, check=False).returncode != 0
     assert done.packed_after < done.packed_before - 250_000, done
-    assert git(git_dir, "cat-file", "-e", commit, check=False).returncode != 0
-    assert quarantine.log_rows(git_dir)[0][1] == commit  # the record stays
+    assert quarantine.log_rows(git_dir)[0][2] == "mallory"  # the record stays
 
 
 def test_status_figures_match_du_and_git_count_objects(world):
