@@ -43,32 +43,9 @@ def in_force(settings, site):
 
 def changes_by_commit(git_dir, commits):
     """{commit: [(new blob, path)]} of what each commit changed against its parent, from one
-    ``git diff-tree --stdin`` (an empty commit has no entry)."""
-    if not commits:
-        return {}
-    proc = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "diff-tree", "--stdin", "-r", "-z", "--raw"]
-        + ["--no-renames", "--root"],
-        input="".join(f"{c}\n" for c in commits).encode(),
-        capture_output=True,
-        check=True,
-    )
-    found, current = {}, None
-    tokens = proc.stdout.split(b"\0")
-    i = 0
-    while i < len(tokens):
-        token = tokens[i].decode("utf-8", errors="surrogateescape")
-        if token.startswith(":") and current is not None and i + 1 < len(tokens):
-            meta = token[1:].split()
-            path = tokens[i + 1].decode("utf-8", errors="surrogateescape")
-            found[current].append((meta[3] if len(meta) > 3 else "", path))
-            i += 2
-            continue
-        if token.strip():
-            current = token.strip()
-            found.setdefault(current, [])
-        i += 1
-    return found
+    ``git diff-tree --stdin`` (:func:`verify.changes_of`)."""
+    found = verify.changes_of(verify.Git(git_dir), list(commits))
+    return {c: [(blob, path) for _, _, blob, path in entries] for c, entries in found.items()}
 
 
 def _sizes(git_dir, blobs):

@@ -65,11 +65,12 @@ def keep(git_dir, verdicts, prefix, max_refs=DEFAULT_REFS):
     named = sites_of(git_dir, [v.commit for v in verdicts], prefix)
     fresh = [v for v in verdicts if v.commit not in held]
     if fresh:
+        # Refs only for the newest that the cap keeps: each ref is a file git locks.
         _git(
             git_dir,
             "update-ref",
             "--stdin",
-            stdin="".join(f"update {PREFIX}{v.commit} {v.commit}\n" for v in fresh),
+            stdin="".join(f"update {PREFIX}{v.commit} {v.commit}\n" for v in fresh[-max_refs:]),
         )
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with open(f"{git_dir}/{LOG}", "a", encoding="utf-8") as log:

@@ -145,9 +145,40 @@ def check_range(git, old, new, rules):
     listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
     commits = [line.split() for line in listing.splitlines() if line.strip()]
     signatures = _signatures(git, spec, rules)
+    # Every commit's changes from one git process: 10,000 empty commits cost one diff-tree.
+    changes = changes_of(git, [c[0] for c in commits if len(c) <= 2])
     return [
-        _check_commit(git, c[0], c[1:], signatures.get(c[0], ("N", "")), rules) for c in commits
+        _check_commit(git, c[0], c[1:], signatures.get(c[0], ("N", "")), rules, changes)
+        for c in commits
     ]
+
+
+def changes_of(git, commits):
+    """{commit: [(status, new mode, new blob, path)]} against each one's parent (or the empty
+    tree), from one ``git diff-tree --stdin``; {} when git cannot read one of them (each is
+    then read on its own, and the unreadable one named)."""
+    if not commits:
+        return {}
+    proc = git.run(
+        "diff-tree", "--stdin", "-r", "-z", "--raw", "--no-renames", "--root",
+        stdin="".join(f"{c}\n" for c in commits).encode(), check=False,
+    )
+    if proc.returncode != 0:
+        return {}
+    found = {c: [] for c in commits}
+    tokens, current, i = proc.stdout.split(b"\0"), None, 0
+    while i < len(tokens):
+        token = tokens[i].decode("utf-8", errors="surrogateescape")
+        if token.startswith(":") and current is not None and i + 1 < len(tokens):
+            meta = token.lstrip(":").split()
+            path = tokens[i + 1].decode("utf-8", errors="surrogateescape")
+            found[current].append((meta[4][0], meta[1], meta[3], path))
+            i += 2
+            continue
+        if token.strip() in found:
+            current = token.strip()
+        i += 1
+    return found
 
 
 def _signatures(git, spec, rules):
@@ -173,11 +204,13 @@ def _signatures(git, spec, rules):
     return found
 
 
-def _check_commit(git, commit, parents, signature, rules):
+def _check_commit(git, commit, parents, signature, rules, known=None):
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
-        changes = _changes(git, commit, parents[0] if parents else None)
+        changes = (known or {}).get(commit)
+        if changes is None:
+            changes = _changes(git, commit, parents[0] if parents else None)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
     runs, reason = _check_changes(changes, rules, root=not parents)
