@@ -259,7 +259,9 @@ def test_status_figures_match_du_and_git_count_objects(world):
             ["du", "-s", "-B1", str(beta.results / site)], capture_output=True, text=True
         )
         assert rows[site].disk_bytes == int(du.stdout.split()[0])
-        found = subprocess.run(["find", str(beta.results / site), "-type", "f"], capture_output=True, text=True)
+        found = subprocess.run(
+            ["find", str(beta.results / site), "-type", "f"], capture_output=True, text=True
+        )
         assert rows[site].disk_files == len(found.stdout.split())
     assert rows["alpha"].runs == 2 and rows["beta"].runs == 1 and rows["beta"].own
     assert not rows["alpha"].own and rows["alpha"].with_bulk == 2

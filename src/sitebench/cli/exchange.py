@@ -146,10 +146,15 @@ def _status(args):
     rows = retention.status(ex)
     print(
         f"{'site':<16} {'runs':>6} {'on disk':>8} {'w/ bulk':>8} {'disk MiB':>9} "
-        f"{'files':>8} {'packed MiB':>10} {'refused':>7}  oldest bulk      limits (per night; total)"
+        f"{'files':>8} {'packed MiB':>10} {'refused':>7}  {'oldest bulk':<16} "
+        "limits (per night; total)"
     )
     for r in rows:
-        oldest = time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.oldest_bulk[0])) if r.oldest_bulk else "-"
+        oldest = (
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.oldest_bulk[0]))
+            if r.oldest_bulk
+            else "-"
+        )
         lim = r.limits
         limits = (
             f"{lim['runs_per_night']} runs, {_mib(lim['bytes_per_night'])} MiB; "
@@ -210,5 +215,7 @@ def _refill(args):
         raise SitebenchError(f"{args.run!r} is not SITE/RUN", "e.g. beta/20261127T010203Z-ab12cd")
     ex = _connected()
     written = retention.refill(ex, check_name("site", site), check_name("run", run))
-    print(f"{site}/{run}: " + (f"wrote back {', '.join(written)}" if written else "nothing missing"))
+    print(
+        f"{site}/{run}: " + (f"wrote back {', '.join(written)}" if written else "nothing missing")
+    )
     return 0

@@ -54,7 +54,13 @@ def _sizes(git_dir, blobs):
     if not blobs:
         return {}
     out = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "cat-file", "--batch-check=%(objectname) %(objectsize)"],
+        [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            "cat-file",
+            "--batch-check=%(objectname) %(objectsize)",
+        ],
         input="".join(f"{b}\n" for b in blobs),
         capture_output=True,
         text=True,
@@ -193,7 +199,15 @@ def screen(git_dir, verdicts, prefix, settings, now=None):
     now = time.time() if now is None else now
     accepted = None
     proc = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "rev-parse", "-q", "--verify", "refs/sitebench/accepted"],
+        [
+            "git",
+            "--git-dir",
+            str(git_dir),
+            "rev-parse",
+            "-q",
+            "--verify",
+            "refs/sitebench/accepted",
+        ],
         capture_output=True,
         text=True,
     )
@@ -209,7 +223,9 @@ def screen(git_dir, verdicts, prefix, settings, now=None):
             continue
         reason = ""
         for site, counts in sorted(per_site.items()):
-            reason = _over(site, counts, usage.night(site, now), usage.total(site), in_force(settings, site))
+            reason = _over(
+                site, counts, usage.night(site, now), usage.total(site), in_force(settings, site)
+            )
             if reason:
                 break
         if reason:

@@ -213,14 +213,20 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
             if not entries or now - run_dir.stat().st_mtime < keep_days * 86400:
                 continue
             if run_dir.name not in held[site] or run_dir.name in tracked:
-                why = "tracked by the code's checkout" if run_dir.name in tracked else "not in the exchange"
+                why = (
+                    "tracked by the code's checkout"
+                    if run_dir.name in tracked
+                    else "not in the exchange"
+                )
                 done.kept.append((site, run_dir.name, why))
                 continue
             why = _same_as_history(ex, site, run_dir.name, entries)
             if why:
                 done.kept.append((site, run_dir.name, why))
                 continue
-            size = sum(du_bytes(e)[0] if e.is_dir() else e.lstat().st_blocks * 512 for e in entries)
+            size = sum(
+                du_bytes(e)[0] if e.is_dir() else e.lstat().st_blocks * 512 for e in entries
+            )
             files = sum(du_bytes(e)[1] if e.is_dir() else 1 for e in entries)
             # Renamed out of the run first: the run loses its bulk in one step per entry.
             trash.mkdir(exist_ok=True)
@@ -245,14 +251,18 @@ def refill(ex, site, run):
     run_dir = ex.results_root / site / run
     if run_dir.is_symlink() or not run_dir.is_dir():
         raise SitebenchError(
-            f"{run_dir} is not a run directory here", "name a run listed by ./sitebench exchange status"
+            f"{run_dir} is not a run directory here",
+            "name a run listed by ./sitebench exchange status",
         )
     files = ex._files(exchange.ACCEPTED, site, run, ex.setting("prefix", ""))
     if not files:
         raise SitebenchError(
-            f"{site}/{run} is not in the exchange's accepted history", "pull first, or name another run"
+            f"{site}/{run} is not in the exchange's accepted history",
+            "pull first, or name another run",
         )
-    missing = sorted({rel.split("/", 1)[0] for rel, _, _ in files} - {p.name for p in run_dir.iterdir()})
+    missing = sorted(
+        {rel.split("/", 1)[0] for rel, _, _ in files} - {p.name for p in run_dir.iterdir()}
+    )
     wanted = [f for f in files if f[0].split("/", 1)[0] in missing]
     if not wanted:
         return []
@@ -264,4 +274,3 @@ def refill(ex, site, run):
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return missing
-

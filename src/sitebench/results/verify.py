@@ -160,8 +160,15 @@ def changes_of(git, commits):
     if not commits:
         return {}
     proc = git.run(
-        "diff-tree", "--stdin", "-r", "-z", "--raw", "--no-renames", "--root",
-        stdin="".join(f"{c}\n" for c in commits).encode(), check=False,
+        "diff-tree",
+        "--stdin",
+        "-r",
+        "-z",
+        "--raw",
+        "--no-renames",
+        "--root",
+        stdin="".join(f"{c}\n" for c in commits).encode(),
+        check=False,
     )
     if proc.returncode != 0:
         return {}

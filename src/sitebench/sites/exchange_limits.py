@@ -53,11 +53,15 @@ def _values_problems(rel, where, values):
     for key, value in values.items():
         name = f"{where}.{key}"
         if key not in DEFAULTS:
-            found.append((name, f"{rel}: {where}: unknown key {key!r}", f"keys: {', '.join(DEFAULTS)}"))
+            found.append(
+                (name, f"{rel}: {where}: unknown key {key!r}", f"keys: {', '.join(DEFAULTS)}")
+            )
             continue
         number = parse_size(value) if key in SIZE_KEYS else value
         if not isinstance(number, int) or isinstance(number, bool) or number < 1:
-            what = "a size (bytes, or e.g. 192MiB)" if key in SIZE_KEYS else "a positive whole number"
+            what = (
+                "a size (bytes, or e.g. 192MiB)" if key in SIZE_KEYS else "a positive whole number"
+            )
             found.append((name, f"{rel}: {name} is {value!r}, expected {what}", EXAMPLE))
     return found
 
@@ -65,7 +69,9 @@ def _values_problems(rel, where, values):
 def problems(rel, limits):
     """[(key, problem, fix)] of a ``results: limits:`` mapping."""
     if not isinstance(limits, dict):
-        return [("results.limits", f"{rel}: results.limits is {limits!r}, expected a mapping", EXAMPLE)]
+        return [
+            ("results.limits", f"{rel}: results.limits is {limits!r}, expected a mapping", EXAMPLE)
+        ]
     own = {k: v for k, v in limits.items() if k != "sites"}
     found = _values_problems(rel, "results.limits", own)
     sites = limits.get("sites", {})
