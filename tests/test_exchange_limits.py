@@ -207,6 +207,13 @@ def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, ca
     assert proc.returncode == 0 and "wrote back output" in proc.stdout, proc.stdout + proc.stderr
     assert tree_bytes(beta.results / "alpha" / old) == tree_bytes(TEMPLATE)
     assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
+    # A site that sets keep_days has it applied after each pull.
+    configure(world, "beta", "results:\n  keep_days: 30\n")
+    _age(beta.results / "alpha" / old, 40)
+    pulled = beta.cli("pull", "--site", "beta")
+    assert "retention (keep_days 30): dropped the bulk of 1 run(s)" in pulled.stdout, pulled
+    assert not (beta.results / "alpha" / old / "output").exists()
+    assert tree_bytes(beta.results / "beta" / own) == own_before
 
 
 def test_prune_drops_old_quarantine_and_gc_drops_the_objects_no_ref_reaches(world):
