@@ -80,9 +80,11 @@ def test_four_sites_publish_five_runs_each_at_once_signed(world):
     for site in sites:
         log = git(world.bare, "-c", signers, "log", "--format=%G? %GK", "main", "--", site.name)
         assert set(log.stdout.splitlines()) == {f"G {verify.fingerprint(site.public)}"}
-    files = sorted(p.relative_to(TEMPLATE).as_posix() for p in TEMPLATE.rglob("*") if p.is_file())
-    got = late.results / "alpha" / made["alpha"][0]
-    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == files
+    # Nothing of another site is written by a pull; a run comes back whole on demand.
+    assert not (late.results / "alpha").exists()
+    got = late.show("alpha", made["alpha"][0])
+    assert got == late.results / "alpha" / made["alpha"][0]
+    assert tree_bytes(got) == tree_bytes(TEMPLATE)
 
 
 @pytest.mark.reliability_fault
@@ -368,7 +370,7 @@ def test_a_publish_killed_at_any_step_leaves_nothing_to_repair(world, tmp_path, 
     assert run in remote_runs(world.bare)[0]["alpha"]
     assert (alpha.results / "alpha" / run / "report.json").is_file()
     assert alpha.runs("beta") == [incoming]
-    assert tree_bytes(alpha.results / "beta" / incoming) == tree_bytes(TEMPLATE)
+    assert tree_bytes(alpha.show("beta", incoming)) == tree_bytes(TEMPLATE)
     leftovers = [p.name for p in (alpha.results / ".exchange").rglob("*.lock")]
     assert leftovers == [] and not list((alpha.results / "beta").glob(".incoming-*"))
 
@@ -405,6 +407,21 @@ def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tm
         assert not list((beta.results / "alpha").glob(".incoming-*"))
         filler.unlink()
         assert beta.pull().new == [("alpha", [run])]
+        assert not (beta.results / "alpha").exists()  # another site's run stays in git
+        # Written out on demand onto a full disk: nothing half written, the next one whole.
+        with open(filler, "wb") as out:
+            try:
+                while True:
+                    out.write(b"\0" * 65536)
+                    out.flush()
+            except OSError:
+                pass
+        with pytest.raises((OSError, SitebenchError)):
+            beta.show("alpha", run)
+        assert not (beta.results / "alpha" / run).exists()
+        assert not list((beta.results / "alpha").glob(".incoming-*"))
+        filler.unlink()
+        assert tree_bytes(beta.show("alpha", run)) == tree_bytes(TEMPLATE)
 
 
 def test_migrating_from_runs_shared_through_the_codes_remote(tmp_path):

@@ -181,6 +181,8 @@ def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, ca
     own = beta.new_run()
     assert beta.publish().published
     pull_as(beta)
+    for run in (old, changed, recent):  # written out on demand, as ./sitebench show does
+        beta.show("alpha", run)
     figures_before = {site: _figures(beta, site) for site in ("alpha", "beta")}
     assert figures_before["alpha"] > 0
     own_before = tree_bytes(beta.results / "beta" / own)
@@ -257,6 +259,8 @@ def test_status_figures_match_du_and_git_count_objects(world):
     beta.new_run()
     assert beta.publish().published
     pull_as(beta)
+    for run in beta.runs("alpha"):
+        beta.show("alpha", run)
     with beta.act():
         ex = exchange.Exchange(beta.results)
         rows = {r.site: r for r in retention.status(ex)}

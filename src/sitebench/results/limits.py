@@ -27,6 +27,9 @@ USAGE_FILE = "sitebench-usage.json"
 NIGHT_S = 24 * 3600
 #: What is counted, in this order everywhere (usage lists, limit keys).
 KINDS = ("commits", "runs", "files", "bytes")
+#: Sizes are read from what is here: a blob the partial copy never fetched (another site's
+#: bulk) is never fetched to be sized, and costs this site no bytes.
+NO_FETCH = ("-c", "protocol.allow=never")
 
 
 def configured(git_dir, site):
@@ -44,7 +47,7 @@ def in_force(settings, site):
 def changes_by_commit(git_dir, commits):
     """{commit: [(new blob, path)]} of what each commit changed against its parent, from one
     ``git diff-tree --stdin`` (:func:`verify.changes_of`)."""
-    found = verify.changes_of(verify.Git(git_dir), list(commits))
+    found = verify.changes_of(verify.Git(git_dir, config=[NO_FETCH[1]]), list(commits))
     return {c: [(blob, path) for _, _, blob, path in entries] for c, entries in found.items()}
 
 
@@ -145,7 +148,7 @@ def _from_history(git_dir, prefix, accepted):
         return {}
     sites = {}
     listing = subprocess.run(
-        ["git", "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "-z", accepted]
+        ["git", *NO_FETCH, "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "-z", accepted]
         + ([prefix] if prefix else []),
         capture_output=True,
         check=True,

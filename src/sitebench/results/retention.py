@@ -43,18 +43,8 @@ def own_sites(ex):
 
 
 def accepted_runs(ex):
-    """{site: {run}} of the exchange's accepted history."""
-    accepted, prefix = ex.rev(exchange.ACCEPTED), ex.setting("prefix", "")
-    if not accepted:
-        return {}
-    top = f"{accepted}:{prefix}"
-    sites = ex.git("ls-tree", "-d", "--name-only", "-z", top, check=False).stdout
-    found = {}
-    for site in filter(None, sites.split("\0")):
-        if verify.SITE_NAME.fullmatch(site):
-            runs = ex.git("ls-tree", "-d", "--name-only", "-z", f"{top}{site}").stdout
-            found[site] = {r for r in runs.split("\0") if verify.RUN_NAME.fullmatch(r)}
-    return found
+    """{site: {run}} of the other sites' runs accepted here."""
+    return {site: set(runs) for site, runs in ex.accepted_runs().items()}
 
 
 def bulk_of(run_dir):
@@ -102,7 +92,10 @@ def site_packed_bytes(ex, site):
     if not blobs:
         return 0
     out = ex.git(
-        "cat-file", "--batch-check=%(objectsize:disk)", stdin="".join(f"{b}\n" for b in blobs)
+        *limits.NO_FETCH,
+        "cat-file",
+        "--batch-check=%(objectsize:disk)",
+        stdin="".join(f"{b}\n" for b in blobs),
     ).stdout
     return sum(int(n) for n in out.split() if n.isdigit())
 
@@ -175,9 +168,9 @@ def _blob_id(path):
 
 def _same_as_history(ex, site, run, entries):
     """Why the bulk ``entries`` of a run cannot be written back as they are ("" when every
-    file there is in the accepted history with these bytes)."""
-    prefix = ex.setting("prefix", "")
-    tree = {rel: blob for rel, _, blob in ex._files(exchange.ACCEPTED, site, run, prefix)}
+    file there is in the accepted run's tree with these bytes)."""
+    tree, _ = ex.accepted_runs(site)[site][run]
+    tree = {rel: blob for rel, _, blob in ex.tree_files(tree)}
     for entry in entries:
         walk = [entry] if not entry.is_dir() or entry.is_symlink() else entry.rglob("*")
         for path in walk:
@@ -246,31 +239,32 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
 
 
 def refill(ex, site, run):
-    """Write back the bulk of ``site/run`` prune dropped, from the accepted history's
-    verified objects; the top-level entries written ([names])."""
+    """Write back the bulk of ``site/run`` that prune dropped: the run is written whole again
+    as ``./sitebench show`` writes it (verified, from the accepted tree), the copy here moved
+    aside meanwhile and put back if that fails. The top-level entries written ([names])."""
     run_dir = ex.results_root / site / run
     if run_dir.is_symlink() or not run_dir.is_dir():
         raise SitebenchError(
             f"{run_dir} is not a run directory here",
-            "name a run listed by ./sitebench exchange status",
+            f"./sitebench show {site}/{run} writes it whole",
         )
-    files = ex._files(exchange.ACCEPTED, site, run, ex.setting("prefix", ""))
-    if not files:
+    accepted = ex.accepted_runs(site).get(site, {})
+    if run not in accepted:
         raise SitebenchError(
-            f"{site}/{run} is not in the exchange's accepted history",
-            "pull first, or name another run",
+            f"{site}/{run} is not a run accepted here from the exchange",
+            "pull first, or name another run (./sitebench exchange status)",
         )
-    missing = sorted(
-        {rel.split("/", 1)[0] for rel, _, _ in files} - {p.name for p in run_dir.iterdir()}
-    )
-    wanted = [f for f in files if f[0].split("/", 1)[0] in missing]
-    if not wanted:
+    names = {rel.split("/", 1)[0] for rel, _, _ in ex.tree_files(accepted[run][0])}
+    missing = sorted(names - {p.name for p in run_dir.iterdir()})
+    if not missing:
         return []
-    tmp = Path(tempfile.mkdtemp(prefix=f".incoming-refill-{run}-", dir=run_dir.parent))
+    aside = Path(tempfile.mkdtemp(prefix=f".incoming-refill-{run}-", dir=run_dir.parent))
+    run_dir.rename(aside / run)
     try:
-        ex._write_files(tmp, wanted)
-        for name in missing:
-            (tmp / name).rename(run_dir / name)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        ex.materialise(site, run, exchange._rules(ex))
+    except BaseException:
+        (aside / run).rename(run_dir)
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside)
     return missing
