@@ -47,6 +47,22 @@ def accepted_runs(ex):
     return {site: set(runs) for site, runs in ex.accepted_runs().items()}
 
 
+def tree_runs(ex):
+    """{site: {run}} of the exchange's accepted history, this site's own runs included
+    (trees only are read)."""
+    accepted, prefix = ex.rev(exchange.ACCEPTED), ex.setting("prefix", "")
+    if not accepted:
+        return {}
+    top = f"{accepted}:{prefix}"
+    sites = ex.git("ls-tree", "-d", "--name-only", "-z", top, check=False).stdout
+    found = {}
+    for site in filter(None, sites.split("\0")):
+        if verify.SITE_NAME.fullmatch(site):
+            runs = ex.git("ls-tree", "-d", "--name-only", "-z", f"{top}{site}").stdout
+            found[site] = {r for r in runs.split("\0") if verify.RUN_NAME.fullmatch(r)}
+    return found
+
+
 def bulk_of(run_dir):
     """The top-level entries of a materialised run that are bulk (not figures or provenance)."""
     try:
@@ -119,7 +135,7 @@ def status(ex):
     """[SiteStatus] of every site this results directory holds or the exchange names."""
     results = ex.results_root
     settings = limits.configured(ex.git_dir, ex.setting("site"))
-    held = accepted_runs(ex)
+    held = tree_runs(ex)
     own = own_sites(ex)
     refused = {}
     for _, _, site, _ in quarantine.log_rows(ex.git_dir):
