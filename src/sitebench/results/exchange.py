@@ -303,7 +303,9 @@ class Exchange:
         verdicts = verify.check_range(git, accepted, tip, rules)
         # What one site may add (results.limits), then every refusal quarantined at once.
         settings = limits.configured(self.git_dir, self.setting("site"))
-        verdicts, usage = limits.screen(self.git_dir, verdicts, rules.prefix, settings)
+        verdicts, usage = limits.screen(
+            self.git_dir, verdicts, rules.prefix, settings, sized_only=rules.sized_only
+        )
         pulled.refusals = quarantine.keep(
             self.git_dir,
             [v for v in verdicts if not v.ok],

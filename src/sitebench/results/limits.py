@@ -59,6 +59,7 @@ def _sizes(git_dir, blobs):
     out = subprocess.run(
         [
             "git",
+            *NO_FETCH,
             "--git-dir",
             str(git_dir),
             "cat-file",
@@ -77,11 +78,26 @@ def _sizes(git_dir, blobs):
     return sizes
 
 
-def additions(git_dir, verdicts, prefix):
-    """{commit: {site: [1, runs, files, bytes]}} of the accepted verdicts that add runs."""
+def _fetched(path, prefix, sized_only):
+    """Whether a pull fetched this file (all do when ``sized_only`` is empty)."""
+    inside = path[len(prefix) :].split("/", 2)[-1]
+    return not sized_only or inside.startswith(tuple(sized_only))
+
+
+def additions(git_dir, verdicts, prefix, sized_only=()):
+    """{commit: {site: [1, runs, files, bytes]}} of the accepted verdicts that add runs;
+    bytes are those this copy fetched (``sized_only``: the paths a partial copy fetches)."""
     commits = [v.commit for v in verdicts if v.ok and v.runs]
     changes = changes_by_commit(git_dir, commits)
-    sizes = _sizes(git_dir, [blob for entries in changes.values() for blob, _ in entries])
+    sizes = _sizes(
+        git_dir,
+        [
+            blob
+            for entries in changes.values()
+            for blob, path in entries
+            if _fetched(path, prefix, sized_only)
+        ],
+    )
     found = {}
     for verdict in verdicts:
         if verdict.commit not in changes:
@@ -147,12 +163,19 @@ def _from_history(git_dir, prefix, accepted):
     if not accepted:
         return {}
     sites = {}
-    listing = subprocess.run(
-        ["git", *NO_FETCH, "--git-dir", str(git_dir), "ls-tree", "-r", "-l", "-z", accepted]
-        + ([prefix] if prefix else []),
-        capture_output=True,
-        check=True,
-    ).stdout.decode("utf-8", errors="surrogateescape")
+    listing = None
+    # Sizes where every blob is here; a partial copy (bulk never fetched) counts files only.
+    for sized in (["-l"], []):
+        proc = subprocess.run(
+            ["git", *NO_FETCH, "--git-dir", str(git_dir), "ls-tree", "-r", *sized, "-z"]
+            + [accepted, *([prefix] if prefix else [])],
+            capture_output=True,
+        )
+        if proc.returncode == 0:
+            listing = proc.stdout.decode("utf-8", errors="surrogateescape")
+            break
+    if listing is None:
+        return {}
     runs = {}
     for entry in filter(None, listing.split("\0")):
         meta, _, path = entry.partition("\t")
@@ -195,7 +218,7 @@ def _over(site, counts, night, total, limits):
     return ""
 
 
-def screen(git_dir, verdicts, prefix, settings, now=None):
+def screen(git_dir, verdicts, prefix, settings, now=None, sized_only=()):
     """(verdicts, usage): the accepted verdicts that would take their site over a bound
     turned into refusals, in order; ``usage`` holds the others and is saved by the caller
     once they are accepted."""
@@ -217,7 +240,7 @@ def screen(git_dir, verdicts, prefix, settings, now=None):
     if proc.returncode == 0:
         accepted = proc.stdout.strip()
     usage = Usage.load(git_dir, prefix, accepted)
-    added = additions(git_dir, verdicts, prefix)
+    added = additions(git_dir, verdicts, prefix, sized_only)
     screened = []
     for verdict in verdicts:
         per_site = added.get(verdict.commit)
