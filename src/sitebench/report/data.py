@@ -261,23 +261,24 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     """Everything the report plots, as :class:`ReportData`."""
     root = Path(results_root or paths.results_dir()).resolve()
     index = Path(store_dir) if store_dir else store.store_dir(root)
-    warn = warn or _warn_stderr
+    # The page lists every run left out; stderr says one line per site, with a count.
+    said = site_warnings.BySite(warn or _warn_stderr)
     skipped = []
 
     def note(message):
         message = store.one_line(message).removeprefix("skipped ")  # said once, one line
         if message not in skipped:
             skipped.append(message)
-            warn(message)
+            said(message)
+
+    note.every_run = True
 
     chosen = _refresh(root, index, sites, note, progress)
     # Every run ever found changed after it was indexed, not only those found just now.
-    by_site = site_warnings.BySite(note)  # one line per site, with a count
     for site, run, _when, why in store.altered(chosen, store=index):
-        by_site(store.altered_message(site, run, why))
+        note(store.altered_message(site, run, why))
     for _site, _run, why in store.flagged(chosen, store=index):
-        by_site(why)  # indexed with values of the wrong type as null: named every time
-    by_site.flush()
+        note(why)  # indexed with values of the wrong type as null: named every time
     con = store.connect(index, sites=chosen)
     runs = _unpack_runs(_query(con, "SELECT * FROM runs ORDER BY site, started, run"))
     disturbed = disturbed_cases(con)
@@ -291,6 +292,7 @@ def load(sites=None, results_root=None, store_dir=None, progress=False, warn=Non
     runs = runs[pd.Series(keep, index=runs.index, dtype=bool)]
     figures = _enrich(figures, details, runs)
     curves = curves.merge(runs[["site", "run", "arch", *RUN_DETAILS]], on=["site", "run"])
+    said.flush()
     return ReportData(
         results_root=root,
         generated=datetime.now(timezone.utc),

@@ -17,12 +17,12 @@ class BySite:
     one line per site. ``site`` set: every message is about it; otherwise the site is read
     from the message, and a message naming none is said at once."""
 
-    def __init__(self, warn, site=None):
-        self.warn, self.site, self.held = warn, site, {}
+    def __init__(self, warn, site=None, grouped=True):
+        self.warn, self.site, self.held, self.grouped = warn, site, {}, grouped
 
     def __call__(self, message):
         site = self.site or site_of(message)
-        if site is None:
+        if site is None or not self.grouped:
             self.warn(message)
         else:
             self.held.setdefault(site, []).append(message)

@@ -371,7 +371,11 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     check_name("site", site)
     base = Path(store or store_dir(results_root)) / site
     # One line per site (flushed at the end), whatever the number of runs warned about.
-    say = site_warnings.BySite(lambda message: warn(one_line(message)) if warn else None, site)
+    say = site_warnings.BySite(
+        lambda message: warn(one_line(message)) if warn else None,
+        site,
+        grouped=not getattr(warn, "every_run", False),  # the report lists each, then groups
+    )
     # Half-assembled runs of a killed or failed writer: never indexed, never removed.
     for path, why in leftovers(site, results_root):
         say(f"{path} is not a run ({why}); remove it once inspected")
