@@ -245,6 +245,20 @@ def test_runner_prepare_validates_first(good_root, tmp_path, monkeypatch):
         ("nightly: {when: '02:00'}\n", "nightly.when", "unknown key 'when'"),
         ("results: {remote: 5}\n", "results.remote", "expected a non-empty string"),
         ("results: {branch: ''}\n", "results.branch", "expected a non-empty string"),
+        ("results: {keep_days: -1}\n", "results.keep_days", "expected a positive whole number"),
+        ("results: {limits: 5}\n", "results.limits", "expected a mapping"),
+        (
+            "results: {limits: {runs_per_night: 0}}\n",
+            "results.limits.runs_per_night",
+            "expected a positive whole number",
+        ),
+        ("results: {limits: {bytes_total: lots}}\n", "results.limits.bytes_total", "a size"),
+        ("results: {limits: {runs: 3}}\n", "results.limits.runs", "unknown key 'runs'"),
+        (
+            "results: {limits: {sites: {beta: {files_total: x}}}}\n",
+            "results.limits.sites.beta.files_total",
+            "expected a positive whole number",
+        ),
     ],
 )
 def test_bad_nightly_and_results_settings_are_named_with_their_fix(

@@ -7,10 +7,14 @@ was refused, and the runs found changed after they were indexed.
   ./sitebench exchange quarantine
   ./sitebench exchange restore
   ./sitebench exchange accepted
-  ./sitebench exchange altered [SITE ...]"""
+  ./sitebench exchange altered [SITE ...]
+  ./sitebench exchange status
+  ./sitebench exchange prune [--days N]
+  ./sitebench exchange refill SITE/RUN"""
 
 description = (
-    "make a protected results repository, migrate to it, list refused commits and altered runs"
+    "make a protected results repository, migrate to it, list refused commits and altered "
+    "runs, show and prune what the exchange costs on disk"
 )
 
 section = "exchange"
@@ -22,6 +26,9 @@ example = """
   ./sitebench exchange restore                  # after a history rewrite on the remote
   ./sitebench exchange accepted                 # the commit a joining site pins (pull --expect)
   ./sitebench exchange altered local            # runs changed after they were indexed
+  ./sitebench exchange status                   # runs, bytes on disk and packed, per site
+  ./sitebench exchange prune --days 30          # drop other sites' outputs older than 30 days
+  ./sitebench exchange refill beta/20261122T111440Z-ebb65a   # its outputs back
 """
 
 
@@ -50,6 +57,20 @@ def setup_parser(p):
         "altered", help="runs changed after they were indexed (exit 1 when there are any)"
     )
     alt.add_argument("sites", nargs="*", help="only these sites (default: every site)")
+    sub.add_parser(
+        "status",
+        help="per site: runs, bytes on disk, bytes packed, oldest bulk, refused, limits",
+    )
+    prune = sub.add_parser(
+        "prune",
+        help="drop other sites' run bulk older than N days (figures and provenance stay) "
+        "and old quarantine",
+    )
+    prune.add_argument(
+        "--days", type=int, help="keep bulk materialised in the last N days (default: keep_days)"
+    )
+    refill = sub.add_parser("refill", help="write back a run's bulk dropped by prune")
+    refill.add_argument("run", metavar="SITE/RUN")
 
 
 def command(args):
@@ -78,6 +99,8 @@ def command(args):
             print("nothing accepted here yet")
             return 1
         print(commit)
+    elif args.action in ("status", "prune", "refill"):
+        return {"status": _status, "prune": _prune, "refill": _refill}[args.action](args)
     elif args.action == "restore":
         done = exchange.restore()
         if not done.pushed:
@@ -94,11 +117,13 @@ def command(args):
                 f"verified here{dropped}; each site's next publish sends its runs again"
             )
     else:
-        rows = exchange.Exchange(exchange.paths.results_dir()).quarantined()
+        from sitebench.results import quarantine
+
+        rows = quarantine.log_rows(exchange.Exchange(exchange.paths.results_dir()).git_dir)
         if not rows:
             print("nothing refused")
-        for when, commit, reason in rows:
-            print(shown(f"{when} {commit[:12]} {reason}"))
+        for when, commit, site, reason in rows:
+            print(shown(f"{when} {commit[:12]} {site + ' ' if site else ''}{reason}"))
     return 0
 
 
@@ -118,3 +143,105 @@ def _altered(sites):
         # Run names come from other sites: one line each, control characters made visible.
         print(store.one_line(f"{when} {site}/{run}: {why}"))
     return 1
+
+
+def _connected():
+    from sitebench.common.errors import SitebenchError
+    from sitebench.results import exchange
+
+    ex = exchange.Exchange(exchange.paths.results_dir())
+    if not ex.exists:
+        raise SitebenchError(
+            f"{ex.results_root} is not connected to a results repository",
+            "./sitebench pull --remote URL connects it (results/README.md)",
+        )
+    return ex
+
+
+def _mib(n):
+    return f"{n / 2**20:.1f}"
+
+
+def _status(args):
+    """One row per site; the totals below are those of ``du`` and ``git count-objects``."""
+    import time
+
+    from sitebench.results import retention
+
+    ex = _connected()
+    rows = retention.status(ex)
+    print(
+        f"{'site':<16} {'runs':>6} {'on disk':>8} {'w/ bulk':>8} {'disk MiB':>9} "
+        f"{'files':>8} {'packed MiB':>10} {'refused':>7}  {'oldest bulk':<16} "
+        "limits (per night; total)"
+    )
+    for r in rows:
+        oldest = (
+            time.strftime("%Y-%m-%d %H:%M", time.gmtime(r.oldest_bulk[0]))
+            if r.oldest_bulk
+            else "-"
+        )
+        lim = r.limits
+        limits = (
+            f"{lim['runs_per_night']} runs, {_mib(lim['bytes_per_night'])} MiB; "
+            f"{lim['runs_total']} runs, {lim['bytes_total'] / 2**30:.0f} GiB"
+            if lim
+            else "-"
+        )
+        print(
+            f"{r.site + (' (own)' if r.own else ''):<16} {r.runs:>6} {r.on_disk:>8} "
+            f"{r.with_bulk:>8} {_mib(r.disk_bytes):>9} {r.disk_files:>8} "
+            f"{_mib(r.packed_bytes):>10} {r.refused:>7}  {oldest:<16} {limits}"
+        )
+    disk, files = retention.du_bytes(ex.results_root)
+    print(
+        f"results/ on disk: {_mib(disk)} MiB in {files} files (du -s, .exchange included); "
+        f"exchange packed: {_mib(retention.packed_bytes(ex))} MiB (git count-objects -v)"
+    )
+    return 0
+
+
+def _prune(args):
+    from sitebench.common.errors import SitebenchError
+    from sitebench.results import limits, retention
+
+    ex = _connected()
+    days = args.days
+    if days is None:
+        days = limits.configured(ex.git_dir, ex.setting("site")).get("keep_days")
+    if days is None or days < 0:
+        raise SitebenchError(
+            "how long to keep other sites' run bulk is not set",
+            "give --days N, or set results: keep_days: N in this site's site.yaml",
+        )
+    done = retention.prune(ex, days)
+    freed = sum(size for *_, size, _ in done.dropped)
+    files = sum(n for *_, n in done.dropped)
+    print(
+        f"dropped the bulk of {len(done.dropped)} run(s) of other sites older than {days} "
+        f"day(s): {_mib(freed)} MiB in {files} files (figures and provenance kept; "
+        "./sitebench exchange refill SITE/RUN writes a run's back)"
+    )
+    for site, run, why in done.kept:
+        print(f"kept {site}/{run}: {why}")
+    print(
+        f"quarantine: {done.refs_dropped} ref(s) dropped; exchange packed "
+        f"{_mib(done.packed_before)} -> {_mib(done.packed_after)} MiB; {done.seconds:.1f} s"
+    )
+    return 0
+
+
+def _refill(args):
+    from sitebench.common.errors import SitebenchError
+    from sitebench.common.names import check_name
+    from sitebench.results import retention
+
+    site, _, run = args.run.partition("/")
+    if not run:
+        raise SitebenchError(f"{args.run!r} is not SITE/RUN", "e.g. beta/20261127T010203Z-ab12cd")
+    ex = _connected()
+    written = retention.refill(ex, check_name("site", site), check_name("run", run))
+    print(
+        f"{site}/{run}: " + (f"wrote back {', '.join(written)}" if written else "nothing missing")
+    )
+    return 0

@@ -27,16 +27,42 @@ def setup_parser(p):
     )
 
 
+def _per_site(lines, site_of, what):
+    from sitebench.results.site_warnings import one_line
+
+    grouped = {}
+    for line in lines:
+        grouped.setdefault(site_of(line), []).append(line)
+    return [one_line(site, found, what) for site, found in grouped.items()]
+
+
+def _retention(site):
+    """A site that set results.keep_days drops old bulk of other sites' runs after a pull."""
+    from sitebench.results import exchange, limits, retention
+
+    ex = exchange.Exchange(exchange.paths.results_dir())
+    keep_days = limits.configured(ex.git_dir, site or ex.setting("site")).get("keep_days")
+    if keep_days and ex.exists:
+        done = retention.prune(ex, keep_days)
+        if done.dropped:
+            freed = sum(size for *_, size, _ in done.dropped)
+            print(
+                f"retention (keep_days {keep_days}): dropped the bulk of {len(done.dropped)} "
+                f"run(s) of other sites, {freed / 2**20:.1f} MiB"
+            )
+
+
 def command(args):
     from sitebench.common.terminal import shown
     from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, pull, results_settings
+    from sitebench.results.site_warnings import one_line
 
     remote, branch = args.remote, args.branch
     if args.site:
         settings = results_settings(args.site)
         remote = remote or settings.get("remote")
         branch = branch or settings.get("branch")
-    done = pull(remote=remote, branch=branch, expect=args.expect)
+    done = pull(remote=remote, branch=branch, expect=args.expect, site=args.site)
     if not done.new:
         print("pulled: no new runs")
     for site, runs in done.new:
@@ -48,10 +74,18 @@ def command(args):
         print("their figures and provenance are here; a run's outputs: ./sitebench show SITE/RUN")
     if done.whole:
         print("the remote ignored the blob filter: every run came whole (correct, larger)")
-    for line in done.kept:
+    for line in _per_site(done.kept, lambda line: line.split("/", 1)[0], "runs"):
         print(shown(f"kept the copy here: {line}"))
-    for line in done.refused:
-        print(shown(f"REFUSED {line}"))
+    # One line per site, whatever the number of its commits refused (the log has each).
+    by_site = {}
+    for site, commit, reason in done.refusals:
+        by_site.setdefault(site, []).append(f"commit {commit[:12]} refused: {reason}")
+    for site, lines in by_site.items():
+        print(shown(f"REFUSED {one_line(site, lines, 'commits refused')}"))
+    if len(done.refused) > len(done.refusals):  # the branch itself (deleted)
+        for line in done.refused[len(done.refusals) :]:
+            print(shown(f"REFUSED {line}"))
+    _retention(args.site)
     if done.refused:
         print(
             f"runs refused: {len(done.refused)} commit(s) kept aside "

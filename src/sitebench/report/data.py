@@ -27,7 +27,7 @@ import pandas as pd
 
 from sitebench.common import paths
 
-from sitebench.results import exchange_runs, runfiles, store
+from sitebench.results import exchange_runs, runfiles, site_warnings, store
 from sitebench.results.figures import shown_problem
 from sitebench.results.propose import disturbed_left_out
 from sitebench.common.errors import SitebenchError
@@ -321,14 +321,17 @@ def load(
     work are left out (and counted) unless ``include_disturbed``."""
     root = Path(results_root or paths.results_dir()).resolve()
     index = Path(store_dir) if store_dir else store.store_dir(root)
-    warn = warn or _warn_stderr
+    # The page lists every run left out; stderr says one line per site, with a count.
+    said = site_warnings.BySite(warn or _warn_stderr)
     skipped = []
 
     def note(message):
         message = store.one_line(message).removeprefix("skipped ")  # said once, one line
         if message not in skipped:
             skipped.append(message)
-            warn(message)
+            said(message)
+
+    note.every_run = True
 
     chosen = _refresh(root, index, sites, note, progress)
     # Every run ever found changed after it was indexed, not only those found just now.
@@ -357,6 +360,7 @@ def load(
     # A curve is drawn from its case's output: only for the cases whose figures are kept.
     kept = figures[CASE_KEYS].drop_duplicates()
     curves = curves.merge(kept.fillna(""), on=CASE_KEYS).reset_index(drop=True)
+    said.flush()
     return ReportData(
         results_root=root,
         generated=datetime.now(timezone.utc),

@@ -41,7 +41,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import trust, verify
+from sitebench.results import limits, quarantine, trust, verify
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
@@ -112,6 +112,8 @@ class Pulled:
     rewritten: bool = False
     left_out: list = field(default_factory=list)
     baseline_refused: bool = False
+    #: [(site, commit, reason)] of the refused commits (``refused``'s lines, by site).
+    refusals: list = field(default_factory=list)
     #: The remote ignored the blob filter: every object came whole (correct, larger).
     whole: bool = False
 
@@ -313,6 +315,26 @@ class Exchange:
         rules.sized_only = () if pulled.whole else INDEX_PATHS
         git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
         verdicts = verify.check_range(git, accepted, tip, rules, self._quarantined_commits())
+        # What one site may add (results.limits), then every new refusal quarantined at once
+        # (a commit refused before, or a rewritten history, is not logged again here).
+        settings = limits.configured(self.git_dir, self.setting("site"))
+        verdicts, usage = limits.screen(
+            self.git_dir, verdicts, rules.prefix, settings, sized_only=rules.sized_only
+        )
+        fresh = [
+            v
+            for v in verdicts
+            if not v.ok
+            and v.reason != verify.REFUSED_BEFORE
+            and not v.reason.startswith(verify.REWRITE)
+        ]
+        pulled.refusals = quarantine.keep(
+            self.git_dir,
+            fresh,
+            rules.prefix,
+            settings.get("quarantine_refs", quarantine.DEFAULT_REFS),
+        )
+        pulled.refused += [f"commit {c[:12]} refused: {r}" for _, c, r in pulled.refusals]
         found, taken = {}, []
         have = {}
         for verdict in verdicts:
@@ -321,7 +343,6 @@ class Exchange:
             ):
                 continue
             if not verdict.ok:
-                pulled.refused.append(self._quarantine(verdict))
                 continue
             for site, run in verdict.runs:
                 if site not in have:
@@ -342,12 +363,16 @@ class Exchange:
             last = [v.commit for v in verdicts if v.ok]
             if last:
                 self.git("update-ref", ACCEPTED, last[-1])
+            usage.save()
         pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
         return pulled
 
     def _quarantined_commits(self):
+        """Every commit refused here: the log keeps them all, the refs only the newest."""
         out = self.git("for-each-ref", "--format=%(refname)", QUARANTINE).stdout
-        return {ref[len(QUARANTINE) :] for ref in out.split() if len(ref) == len(QUARANTINE) + 40}
+        held = {ref[len(QUARANTINE) :] for ref in out.split() if len(ref) == len(QUARANTINE) + 40}
+        logged = {row[1] for row in quarantine.log_rows(self.git_dir) if len(row[1]) == 40}
+        return held | logged
 
     def _log_runs(self, taken):
         (self.git_dir / RUNS_LOG).mkdir(exist_ok=True)
@@ -413,7 +438,7 @@ class Exchange:
     def _log_refusal(self, what, reason):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
-            log.write(f"{stamp}\t{what}\t{reason}\n")
+            log.write(f"{stamp}\t{what}\t-\t{reason}\n")
 
     def _note_deleted_branch(self, accepted):
         reason = (
@@ -428,11 +453,7 @@ class Exchange:
 
     def quarantined(self):
         """[(time, commit, reason)] of every commit refused here, oldest first."""
-        try:
-            text = (self.git_dir / QUARANTINE_LOG).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        return [tuple(ln.split("\t", 2)) for ln in text.splitlines() if ln.count("\t") >= 2]
+        return [(when, commit, why) for when, commit, _, why in quarantine.log_rows(self.git_dir)]
 
     # -- another site's run, written on demand ------------------------------------------
 
@@ -786,10 +807,13 @@ def open_exchange(results_root, remote=None, branch=None):
 # -- the two operations ----------------------------------------------------------------
 
 
-def pull(results_root=None, remote=None, branch=None, expect=None):
+def pull(results_root=None, remote=None, branch=None, expect=None, site=None):
     """Bring every site's verified runs from the results remote; a :class:`Pulled`.
-    ``expect``: a commit the remote's branch must hold (:func:`_pin`)."""
+    ``expect``: a commit the remote's branch must hold (:func:`_pin`); ``site``: this results
+    directory's own site (its site.yaml's limits apply)."""
     ex = open_exchange(results_root, remote, branch)
+    if site:
+        ex.git("config", "sitebench.site", check_name("site", site))
     with ex.locked():
         tip = _fetched(ex)
         if expect:
@@ -891,6 +915,7 @@ def publish(site_name, results_root=None, remote=None, branch=None, retries=5):
         results_root, remote or settings.get("remote"), branch or settings.get("branch")
     )
     key, _, _ = trust.ensure_site_key(site_name)
+    ex.git("config", "sitebench.site", site_name)
     with ex.locked():
         return _publish(ex, site_name, key, retries)
 

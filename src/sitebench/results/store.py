@@ -40,7 +40,7 @@ from sitebench.common import paths
 from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.common.errors import SitebenchError
-from sitebench.results import exchange_runs, runfiles
+from sitebench.results import exchange_runs, runfiles, site_warnings
 from sitebench.results.exchange import Exchange
 from sitebench.results.rundirs import (
     INDEXED_FILES,
@@ -370,7 +370,12 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     reading one run skips that run with a one-line warning, never the others."""
     check_name("site", site)
     base = Path(store or store_dir(results_root)) / site
-    say = (lambda message: warn(one_line(message))) if warn else (lambda message: None)
+    # One line per site (flushed at the end), whatever the number of runs warned about.
+    say = site_warnings.BySite(
+        lambda message: warn(one_line(message)) if warn else None,
+        site,
+        grouped=not getattr(warn, "every_run", False),  # the report lists each, then groups
+    )
     # Half-assembled runs of a killed or failed writer: never indexed, never removed.
     for path, why in leftovers(site, results_root):
         say(f"{path} is not a run ({why}); remove it once inspected")
@@ -447,6 +452,7 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
         _write_json(known_file, {"runs": indexed, "notes": notes, "exchange": exchange})
     if len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
         compact(base)
+    say.flush()
     return len(added)
 
 

@@ -239,23 +239,63 @@ def check_range(git, old, new, rules, refused=frozenset()):
     commits = [line.split() for line in listing.splitlines() if line.strip()]
     signatures = _signatures(git, spec, rules)
     verdicts, base = [], old
+    # Every commit's changes against its parent from one git process (10,000 empty commits
+    # cost one diff-tree); a commit after a refused one is read against the last accepted.
+    changes = changes_of(git, [c[0] for c in commits if len(c) <= 2])
     try:
-        return _judge(git, commits, signatures, refused, rules, verdicts, base)
+        return _judge(git, commits, signatures, refused, rules, verdicts, base, changes)
     finally:
         git.close()
 
 
-def _judge(git, commits, signatures, refused, rules, verdicts, base):
+def _judge(git, commits, signatures, refused, rules, verdicts, base, changes):
     for commit, *parents in commits:
         if commit in refused:
             verdicts.append(Verdict(commit, REFUSED_BEFORE))
             continue
         signature = signatures.get(commit, ("N", "", [], 0))
-        verdict = _check_commit(git, commit, parents, base, signature, rules)
+        parent = parents[0] if parents else None
+        known = changes.get(commit) if parent == base else None
+        verdict = _check_commit(git, commit, parents, base, signature, rules, known)
         verdicts.append(verdict)
         if verdict.ok:
             base = commit
     return verdicts
+
+
+def changes_of(git, commits):
+    """{commit: [(status, new mode, new blob, path)]} against each one's parent (or the empty
+    tree), from one ``git diff-tree --stdin``; {} when git cannot read one of them (each is
+    then read on its own, and the unreadable one named)."""
+    if not commits:
+        return {}
+    proc = git.run(
+        "diff-tree",
+        "--stdin",
+        "-r",
+        "-z",
+        "--raw",
+        "--no-renames",
+        "--root",
+        stdin="".join(f"{c}\n" for c in commits).encode(),
+        check=False,
+    )
+    if proc.returncode != 0:
+        return {}
+    found = {c: [] for c in commits}
+    tokens, current, i = proc.stdout.split(b"\0"), None, 0
+    while i < len(tokens):
+        token = tokens[i].decode("utf-8", errors="surrogateescape")
+        if token.startswith(":") and current is not None and i + 1 < len(tokens):
+            meta = token.lstrip(":").split()
+            path = tokens[i + 1].decode("utf-8", errors="surrogateescape")
+            found[current].append((meta[4][0], meta[1], meta[3], path))
+            i += 2
+            continue
+        if token.strip() in found:
+            current = token.strip()
+        i += 1
+    return found
 
 
 def _signatures(git, spec, rules):
@@ -295,14 +335,14 @@ def _signatures(git, spec, rules):
     return found
 
 
-def _check_commit(git, commit, parents, base, signature, rules):
+def _check_commit(git, commit, parents, base, signature, rules, known=None):
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
         reason = _check_trees(git, commit, base)
         if reason:
             return Verdict(commit, reason)
-        changes = _changes(git, commit, base)
+        changes = known if known is not None else _changes(git, commit, base)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
     runs, reason = _check_changes(changes, rules, root=not parents)

@@ -24,6 +24,8 @@
       remote: origin               # a remote of this checkout (default), or the URL or path
                                    # of a separate results repository
       branch: main                 # default: the remote's default branch
+      limits: {runs_per_night: 12} # what another site may add (sites/exchange_limits.py)
+      keep_days: 30                # other sites' materialised bulk kept (default: all)
 
 A site without the file builds with its own environment and runs where its ReFrame
 configuration says.
@@ -34,6 +36,7 @@ import yaml
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
+from sitebench.sites import exchange_limits
 
 KEYS = {
     "environment": str,
@@ -55,6 +58,10 @@ SECTION_KEYS = {
     "results": {
         "remote": (str, "remote: origin"),
         "branch": (str, "branch: main"),
+        "limits": (dict, "limits: {runs_per_night: 12}"),
+        "keep_days": (int, "keep_days: 30"),
+        "quarantine_days": (int, "quarantine_days: 30"),
+        "quarantine_refs": (int, "quarantine_refs: 100"),
     },
 }
 
@@ -84,7 +91,9 @@ def section_problems(rel, section, values):
                 (
                     f"{section}.{key}",
                     f"{rel}: {section}: {key} is {value!r}, expected "
-                    + ("a positive whole number" if kind is int else "a non-empty string"),
+                    + {int: "a positive whole number", dict: "a mapping"}.get(
+                        kind, "a non-empty string"
+                    ),
                     f"e.g. {example}",
                 )
             )
@@ -197,6 +206,8 @@ def problems(site):
     for section in SECTION_KEYS:
         if not found and section in data:
             found += section_problems(rel, section, data[section])
+    if not found and "limits" in (data.get("results") or {}):
+        found += exchange_limits.problems(rel, data["results"]["limits"])
     if found:
         return defaults, found
     settings = {**defaults, **data}
