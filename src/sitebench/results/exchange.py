@@ -371,7 +371,11 @@ class Exchange:
         """Every commit refused here: the log keeps them all, the refs only the newest."""
         out = self.git("for-each-ref", "--format=%(refname)", QUARANTINE).stdout
         held = {ref[len(QUARANTINE) :] for ref in out.split() if len(ref) == len(QUARANTINE) + 40}
-        logged = {row[1] for row in quarantine.log_rows(self.git_dir) if len(row[1]) == 40}
+        logged = {
+            row[1]
+            for row in quarantine.log_rows(self.git_dir)
+            if len(row[1]) == 40 and not row[3].startswith(verify.REWRITE)
+        }
         return held | logged
 
     def _log_runs(self, taken):
@@ -432,13 +436,15 @@ class Exchange:
         if self.rev(ref):
             return line  # refused before (a rewrite is met again by every pull)
         self.git("update-ref", ref, verdict.commit)
-        self._log_refusal(verdict.commit, verdict.reason)
+        prefix = self.setting("prefix", "")
+        site = quarantine.sites_of(self.git_dir, [verdict.commit], prefix)[verdict.commit]
+        self._log_refusal(verdict.commit, verdict.reason, site)
         return line
 
-    def _log_refusal(self, what, reason):
+    def _log_refusal(self, what, reason, site="-"):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         with open(self.git_dir / QUARANTINE_LOG, "a", encoding="utf-8") as log:
-            log.write(f"{stamp}\t{what}\t-\t{reason}\n")
+            log.write(f"{stamp}\t{what}\t{site}\t{reason}\n")
 
     def _note_deleted_branch(self, accepted):
         reason = (

@@ -35,7 +35,8 @@ def _git(git_dir, *args, stdin=None):
 def refs(git_dir):
     """{commit: ref} of the quarantine refs (one ``for-each-ref``)."""
     out = _git(git_dir, "for-each-ref", "--format=%(refname)", PREFIX)
-    return {ref[len(PREFIX) :]: ref for ref in out.split()}
+    # A rewritten tip's ref is named rewrite-<commit> (refused as a history, not a commit).
+    return {ref[len(PREFIX) :].removeprefix("rewrite-"): ref for ref in out.split()}
 
 
 def sites_of(git_dir, commits, prefix):
