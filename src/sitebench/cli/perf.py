@@ -60,10 +60,11 @@ def setup_parser(p):
     )
     p.add_argument(
         "--keep-inputs",
-        nargs=2,
+        nargs="+",
         metavar="RUN_DIR",
-        help="exchange: keep these two real runs of ./sitebench run (two nights of the "
-        "current quick suite) as the benchmark's input in perf/inputs/, then stop",
+        help="exchange: keep these real runs of ./sitebench run (two nights of the current "
+        "quick suite; one: made new at the shares two committed nights differed by) as the "
+        "benchmark's input in perf/inputs/, then stop",
     )
     p.add_argument(
         "--first-result-rounds",
@@ -111,6 +112,11 @@ def _keep_inputs(args):
         raise SitebenchError(
             "--keep-inputs is the exchange benchmark's",
             "run: ./sitebench perf exchange " "--keep-inputs RUN_DIR RUN_DIR",
+        )
+    if len(args.keep_inputs) > 2:
+        raise SitebenchError(
+            f"--keep-inputs takes one or two runs, not {len(args.keep_inputs)}",
+            "name the two nights: results/local/<first> results/local/<second>",
         )
     for path in federation.keep_inputs(*(Path(p).resolve() for p in args.keep_inputs)):
         print(f"kept {paths.shown(path)} ({path.stat().st_size / 1024:.0f} KiB)")

@@ -99,6 +99,31 @@ def _history(bare, tmpl, nights, sites, keys, progress):
     return made, signed
 
 
+def real_growth(base, names):
+    """Bytes the second real night adds to a packed repository holding the first (both
+    repacked as ``git gc --aggressive`` does): what the synthetic nights are held to."""
+    where = base / "real-pair.git"
+    shutil.rmtree(where, ignore_errors=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(where)], check=True)
+    sizes = []
+    for i, name in enumerate(names):
+        files = federation.run_files(name)
+        proc = subprocess.Popen(
+            ["git", "-C", str(where), "fast-import", "--quiet", "--done"], stdin=subprocess.PIPE
+        )
+        out = [b"commit refs/heads/main\ncommitter perf <perf@sitebench> 0 +0000\ndata 0\n"]
+        if i:
+            out.append(b"from refs/heads/main^0\n")
+        for rel, data in sorted(files.items()):
+            path = f"local/{name}/{rel}".encode()
+            out.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path, len(data), data))
+        proc.communicate(b"".join(out) + b"done\n")
+        _git(where, "repack", "-a", "-d", "-f", "-q", "--depth=50", "--window=250")
+        sizes.append(_packed_bytes(where))
+    shutil.rmtree(where, ignore_errors=True)
+    return {"runs": list(names), "first_bytes": sizes[0], "second_adds_bytes": sizes[1] - sizes[0]}
+
+
 def prepare(base, tmpl, sites, nights, keys, progress):
     """The shared repository of ``sites`` x ``nights``, made once and kept."""
     marker = base / "made.json"
@@ -125,6 +150,7 @@ def prepare(base, tmpl, sites, nights, keys, progress):
         "sign_s": signed,
         "repack_s": repacked,
         "packed_bytes": _packed_bytes(bare),
+        "slice_tip": _git(bare, "rev-parse", "refs/heads/main").strip(),
         "next_night": nights,
     }
     marker.write_text(json.dumps(info))
@@ -254,10 +280,14 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
     for site in range(max(sites, 2)):
         name = federation.site_name(site)
         keys[name] = trust.ensure_site_key(name)[0]  # each trusted for its own runs here
+    real = real_growth(base, tmpl.names if len(tmpl.names) == 2 else federation.CALIBRATION)
     info = prepare(base, tmpl, sites, nights, keys, progress)
     bare = base / "shared.git"
-    history_runs = sites * info["next_night"]
-    packed_per_run = _packed_bytes(bare) / history_runs  # the kept history, repacked
+    # Every measurement starts from the same history (the slice); the nights pushed by an
+    # earlier measurement are left behind, and new nights get new numbers.
+    _git(bare, "update-ref", "refs/heads/main", info["slice_tip"])
+    history_runs = sites * nights
+    packed_per_run = info["packed_bytes"] / history_runs
     root = base / "joiner"
     shutil.rmtree(root, ignore_errors=True)
     shutil.rmtree(base / "store", ignore_errors=True)
@@ -294,7 +324,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
         info["next_night"] = night + 1
         (base / "made.json").write_text(json.dumps(info))
         progress(f"  night {night}: pull {pull_s:.2f} s, refresh {refresh_s:.2f} s")
-    runs_now = sites * info["next_night"]
+    runs_now = sites * (nights + rounds)
     after = disk(root)
     show_s = _show_seconds(root, "site01", federation.run_name(info["next_night"] - 1, 1))
     pair = _pair(base, tmpl, pair_nights, keys, rounds, progress)
@@ -303,7 +333,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
     }
     site_bytes = per_run["results"]["bytes"] + per_run["exchange"]["bytes"]
     site_files = per_run["results"]["files"] + per_run["exchange"]["files"]
-    history_nights = info["next_night"]
+    history_nights = nights + rounds
     unchanged = statistics.median(times["refresh_unchanged"])
     refresh_1y = [r + unchanged * (sites * YEAR - runs_now) / runs_now for r in times["refresh"]]
     result = {
@@ -318,6 +348,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
             "varying_files": len(tmpl.varying),
             "varying_bytes": tmpl.volatile_bytes,
             "gz_bytes": [federation.gz_size(n) for n in tmpl.names],
+            "calibration": tmpl.calibration,
         },
         "sites": sites,
         "slice_nights": nights,
@@ -326,6 +357,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
         "generate_s": info["generate_s"],
         "sign_s": info["sign_s"],
         "repack_s": info["repack_s"],
+        "real_pair_packed": real,
         "packed_bytes_per_run": packed_per_run,
         "night_pack_bytes_per_run": night_pack,
         "first_pull": first,
@@ -371,23 +403,40 @@ def _ratios(result):
     return r
 
 
+def _input_line(inp):
+    gz = " and ".join(f"{b / 1024:.0f}" for b in inp["gz_bytes"])
+    line = (
+        f"input: {' and '.join(inp['runs'])} (perf/inputs/, {gz} KiB gzipped): "
+        f"{inp['files']} files, {inp['bytes'] / 2**20:.2f} MiB a run; {inp['varying_files']} "
+        f"files made new per night ({inp['varying_bytes'] / 1024:.0f} KiB of their bytes)"
+    )
+    cal = inp.get("calibration")
+    if cal:
+        tokens = ", ".join(f"{k} {v[0]:.2f}" for k, v in sorted(cal["tokens"].items()))
+        line += (
+            f", at the shares that differed between two real nights of "
+            f"{' and '.join(cal['runs'])} (tokens: {tokens})"
+        )
+    return line
+
+
 def render(result):
     if not result.get("federation"):
         return render_ten_sites(result)
     inp, first = result["input"], result["first_pull"]
     night_pack = statistics.median(result["night_pack_bytes_per_run"])
+    real = result["real_pair_packed"]
     sites, runs = result["sites"], first["runs"]
     lines = [
-        f"input: {' and '.join(inp['runs'])} (perf/inputs/, {inp['gz_bytes'][0] / 1024:.0f} and "
-        f"{inp['gz_bytes'][1] / 1024:.0f} KiB gzipped): {inp['files']} files, "
-        f"{inp['bytes'] / 2**20:.2f} MiB a run, of which {inp['varying_files']} files differ "
-        f"between the two nights ({inp['varying_bytes'] / 1024:.0f} KiB of their bytes made new "
-        "per run)",
+        _input_line(inp),
         f"history: {sites} sites x {result['slice_nights']} nights ({runs:,} signed runs) made "
         f"in {result['generate_s']:.0f} s, signed in {result['sign_s']:.0f} s, repacked in "
         f"{result['repack_s']:.0f} s; then {result['rounds']} more nights pushed",
         f"packed per run: {result['packed_bytes_per_run'] / 1024:.0f} KiB (the history, "
         f"repack -a -d); a night's own pack {night_pack / 1024:.0f} KiB per run",
+        f"two real nights packed (gc --aggressive; {', '.join(real['runs'])}): the first "
+        f"{real['first_bytes'] / 1024:.0f} KiB, the second adds "
+        f"{real['second_adds_bytes'] / 1024:.0f} KiB",
         f"a new site's first pull of {runs:,} runs: pull {first['pull_s']:.1f} s (verify "
         f"{first['verify_s']:.1f} s), refresh {first['refresh_s']:.1f} s; "
         f"projected to {sites} x {YEAR}: {first['projected_1y_s'] / 60:.1f} min",

@@ -19,9 +19,11 @@ what stays is what stayed: what git's packing and every reader see is a real run
 """
 
 import datetime
+import hashlib
 import io
 import random
 import re
+import statistics
 import subprocess
 import tarfile
 import time
@@ -33,10 +35,19 @@ from sitebench.common.errors import SitebenchError
 INPUTS = paths.ROOT / "perf" / "inputs"
 #: Names the two real runs of the current quick suite (``perf/inputs/<name>.tar.gz``).
 PAIR_FILE = "pair.txt"
+#: Two real nights of the suite of 2026-11-22 (7 checks, one toolchain), committed under
+#: results/local/: with one input run, what differed between these two, kind by kind, is
+#: how much of the input is made new per night (:func:`calibrate`).
+CALIBRATION_DIR = paths.ROOT / "results" / "local"
+CALIBRATION = ("20261122T152735Z-c5bfbc", "20261122T153111Z-7d0096")
 #: A synthetic night's runs are made at 02:00 UTC, night 0 on this day.
 EPOCH = 1767225600  # 2026-01-01T00:00:00Z
 
-TOKEN = re.compile(rb"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}|\d{8}T\d{6}|[0-9a-f]*\d[0-9a-f]*)")
+#: A time, a hexadecimal word of 8 or more characters with a digit (a uuid's part, a
+#: hash, a job id) or a run of digits (1.355e+02 is 1, 355 and 02: its syntax stays).
+TOKEN = re.compile(
+    rb"(\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}|\d{8}T\d{6}|(?=[0-9a-f]*\d)[0-9a-f]{8,}|\d+)"
+)
 ISO = re.compile(rb"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}")
 COMPACT = re.compile(rb"\d{8}T\d{6}")
 RUN_SLOT = b"\x00RUN\x00"
@@ -51,20 +62,20 @@ def pair():
         names = path.read_text().split()
     except FileNotFoundError:
         names = []
-    if len(names) != 2:
+    if len(names) not in (1, 2):
         raise SitebenchError(
-            f"{paths.shown(path)} does not name the exchange benchmark's two input runs",
+            f"{paths.shown(path)} does not name the exchange benchmark's input runs (one or two)",
             "make the inputs again as perf/inputs/README.md says",
         )
     return tuple(names)
 
 
-def keep_inputs(first, second):
-    """Keep two real runs (directories) as the benchmark's input: each as
+def keep_inputs(*runs):
+    """Keep one or two real runs (directories) as the benchmark's input: each as
     ``perf/inputs/<name>.tar.gz``, and their names in ``pair.txt``; the kept paths."""
     INPUTS.mkdir(parents=True, exist_ok=True)
     kept = []
-    for run in (first, second):
+    for run in runs:
         if not (run / "report.json").is_file():
             raise SitebenchError(
                 f"{run} is not a stored run (no report.json)",
@@ -72,14 +83,22 @@ def keep_inputs(first, second):
             )
         kept.append(tar_run(run, INPUTS / f"{run.name}.tar.gz"))
     tmp = INPUTS / f".{PAIR_FILE}.tmp"
-    tmp.write_text(f"{first.name}\n{second.name}\n")
+    tmp.write_text("".join(f"{run.name}\n" for run in runs))
     tmp.replace(INPUTS / PAIR_FILE)
     return kept
 
 
 def run_files(name):
-    """{relative path: bytes} of the kept input run ``name``."""
+    """{relative path: bytes} of the kept input run ``name`` (or of a run committed under
+    ``results/local/``, the calibration pair's)."""
     path = INPUTS / f"{name}.tar.gz"
+    committed = CALIBRATION_DIR / name
+    if not path.is_file() and committed.is_dir():
+        return {
+            p.relative_to(committed).as_posix(): p.read_bytes()
+            for p in sorted(committed.rglob("*"))
+            if p.is_file() and not p.is_symlink()
+        }
     if not path.is_file():
         raise SitebenchError(
             f"the exchange benchmark's input {paths.shown(path)} is missing",
@@ -107,8 +126,9 @@ class Varying:
 
 @dataclass
 class Template:
-    names: tuple  # the two real runs: the first is the template, the second what differs
+    names: tuple  # the real runs: the first is the template, the second what differs
     files: list = field(default_factory=list)  # [(rel, bytes or Varying)]
+    calibration: dict = None  # with one run: :func:`calibrate`'s rates it was made by
 
     @property
     def bytes(self):
@@ -190,8 +210,11 @@ def _varying(data_a, data_b, run_a, run_b):
 
 def template(names=None):
     """The first run of ``names`` (default :func:`pair`), each file constant or
-    :class:`Varying` against the second."""
-    run_a, run_b = names or pair()
+    :class:`Varying` against the second; with one run, against the calibration's rates."""
+    names = tuple(names or pair())
+    if len(names) == 1:
+        return _template_alone(names[0], calibrate(CALIBRATION))
+    run_a, run_b = names
     a, b = run_files(run_a), run_files(run_b)
     files = []
     for rel in sorted(a):
@@ -205,6 +228,98 @@ def template(names=None):
         else:
             files.append((rel, _varying(data, other, run_a, run_b)))
     return Template((run_a, run_b), files)
+
+
+def _file_kind(rel):
+    """A file's kind across runs and suites: its name without ReFrame's test hashes, and
+    its top folder (rfm_job.out of any check is one kind; perflogs one kind)."""
+    top, name = rel.split("/")[0], rel.rsplit("/", 1)[-1]
+    if top == "perflogs":
+        return "perflogs"
+    return f"{top}/{re.sub(r'_[0-9a-f]{8}', '', name)}"
+
+
+def _token_kind(token, before):
+    if ISO.fullmatch(token) or COMPACT.fullmatch(token):
+        return "time"
+    if len(token) >= 8:
+        return "long"  # a hash, uuid, epoch time or job id
+    return "fraction" if before.endswith(b".") else "integer"
+
+
+def _share(key, salt):
+    """A fraction in [0, 1) fixed by ``key``: which file or token of a kind is chosen."""
+    digest = hashlib.blake2b(f"{salt}\0{key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") / 2**64
+
+
+def calibrate(names):
+    """What differed between two real nights, kind by kind: {"files": {kind: share of
+    files that differed}, "tokens": {kind: (share of tokens that differed, share of their
+    characters the two shared)}} over the files that differed."""
+    tmpl = template(names)
+    files, tokens = {}, {}
+    for rel, value in tmpl.files:
+        files.setdefault(_file_kind(rel), []).append(not isinstance(value, bytes))
+        if isinstance(value, bytes):
+            continue
+        before = b""
+        for piece in value.pieces:
+            if isinstance(piece, bytes):
+                parts = TOKEN.split(piece)
+                for i in range(1, len(parts), 2):
+                    tokens.setdefault(_token_kind(parts[i], parts[i - 1]), []).append(None)
+                before = parts[-1]
+                continue
+            token, kept = piece
+            tokens.setdefault(_token_kind(token, before), []).append(kept / len(token))
+            before = b""
+    return {
+        "runs": list(names),
+        "files": {k: sum(v) / len(v) for k, v in files.items()},
+        "tokens": {
+            k: (
+                sum(x is not None for x in v) / len(v),
+                statistics.median([x for x in v if x is not None] or [0.0]),
+            )
+            for k, v in tokens.items()
+        },
+    }
+
+
+def _template_alone(name, rates):
+    """One real run made :class:`Varying` by the calibration's rates: a file of a kind that
+    differed in that share of cases (chosen by its path; a kind the calibration never saw
+    differs), and in it each token of a kind in that share (chosen by its place), keeping
+    the share of characters the two real values shared."""
+    files = []
+    for rel, data in sorted(run_files(name).items()):
+        if _share(rel, "file") >= rates["files"].get(_file_kind(rel), 1.0):
+            named = name.encode() in data  # the run's own name is the synthetic run's
+            files.append((rel, Varying(_split(data, name), 0) if named else data))
+            continue
+        parts = _split(data, name)
+        pieces, volatile = [], 0
+        for i, part in enumerate(parts):
+            if i % 2 == 0:
+                pieces.append(part)
+                continue
+            kind = _token_kind(part, parts[i - 1])
+            share, kept = rates["tokens"].get(kind, (1.0, 0.0))
+            if _share(f"{rel}\0{i}", "token") < share:
+                keep = int(len(part) * kept)
+                pieces.append((part, keep))
+                volatile += len(part) - keep
+            else:
+                pieces.append(part)
+        merged = []
+        for piece in pieces:
+            if isinstance(piece, bytes) and merged and isinstance(merged[-1], bytes):
+                merged[-1] += piece
+            else:
+                merged.append(piece)
+        files.append((rel, Varying(merged, volatile)))
+    return Template((name,), files, rates)
 
 
 def _new_time(token, rng):
