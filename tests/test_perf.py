@@ -145,6 +145,13 @@ def test_every_ratio_of_the_kept_results():
         "first figure / 150 s",
         # The disturbance sampling's cost (issue 27): no kept harness file measured it yet.
         "disturbance sampling / suite wall",
+        # The federation's exchange (issue 37): its kept files are checked in the test below.
+        "refresh time at 1 year (projected) / 2 s",
+        "site's disk at 5 years (projected) / 20 GB",
+        "site's files at 5 years (projected) / 2 M",
+        "first pull of 1 year (projected) / 10 min",
+        "compare over 5 years (projected) / 2 s",
+        "show SITE/RUN / 5 s",
     }
 
 
