@@ -404,9 +404,9 @@ def _ratios(result):
 
 
 def _input_line(inp):
-    gz = " and ".join(f"{b / 1024:.0f}" for b in inp["gz_bytes"])
+    gz = " and ".join(f"{b / 1024:.0f} KiB" if b else "committed" for b in inp["gz_bytes"])
     line = (
-        f"input: {' and '.join(inp['runs'])} (perf/inputs/, {gz} KiB gzipped): "
+        f"input: {' and '.join(inp['runs'])} ({gz}): "
         f"{inp['files']} files, {inp['bytes'] / 2**20:.2f} MiB a run; {inp['varying_files']} "
         f"files made new per night ({inp['varying_bytes'] / 1024:.0f} KiB of their bytes)"
     )

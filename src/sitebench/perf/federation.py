@@ -21,6 +21,7 @@ what stays is what stayed: what git's packing and every reader see is a real run
 import datetime
 import hashlib
 import io
+import os
 import random
 import re
 import statistics
@@ -28,12 +29,16 @@ import subprocess
 import tarfile
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 
-INPUTS = paths.ROOT / "perf" / "inputs"
-#: Names the two real runs of the current quick suite (``perf/inputs/<name>.tar.gz``).
+#: The kept inputs; ``$SITEBENCH_PERF_INPUTS`` names another folder (another input measured
+#: without replacing the kept one).
+INPUTS = Path(os.environ.get("SITEBENCH_PERF_INPUTS") or paths.ROOT / "perf" / "inputs")
+#: Names the real runs of the current quick suite (``perf/inputs/<name>.tar.gz``; a run
+#: committed under results/local/ needs no archive).
 PAIR_FILE = "pair.txt"
 #: Two real nights of the suite of 2026-11-22 (7 checks, one toolchain), committed under
 #: results/local/: with one input run, what differed between these two, kind by kind, is
@@ -493,7 +498,9 @@ def _env():
 
 
 def gz_size(name):
-    return (INPUTS / f"{name}.tar.gz").stat().st_size
+    """Bytes of the kept archive of ``name`` (None: a committed run of results/local/)."""
+    path = INPUTS / f"{name}.tar.gz"
+    return path.stat().st_size if path.is_file() else None
 
 
 def tar_run(run_dir, dest):
