@@ -87,10 +87,18 @@ class Site:
             return exchange.pull(remote=str(self.world.bare))
 
     def runs(self, site):
+        """The runs of ``site`` here: folders in results/ and runs accepted from the
+        exchange (kept in git, written out by :meth:`show`)."""
         d = self.results / site
-        return (
-            sorted(p.name for p in d.iterdir() if not p.name.startswith(".")) if d.is_dir() else []
+        here = {p.name for p in d.iterdir() if not p.name.startswith(".")} if d.is_dir() else set()
+        return sorted(
+            here | set(exchange.Exchange(self.results).accepted_runs(site).get(site, {}))
         )
+
+    def show(self, site, run):
+        """Write an accepted run of ``site`` out whole (./sitebench show); its folder."""
+        with self.act():
+            return exchange.show(site, run)
 
     def cli(self, *args, cwd=ROOT):
         return subprocess.run(

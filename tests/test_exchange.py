@@ -80,9 +80,11 @@ def test_four_sites_publish_five_runs_each_at_once_signed(world):
     for site in sites:
         log = git(world.bare, "-c", signers, "log", "--format=%G? %GK", "main", "--", site.name)
         assert set(log.stdout.splitlines()) == {f"G {verify.fingerprint(site.public)}"}
-    files = sorted(p.relative_to(TEMPLATE).as_posix() for p in TEMPLATE.rglob("*") if p.is_file())
-    got = late.results / "alpha" / made["alpha"][0]
-    assert sorted(p.relative_to(got).as_posix() for p in got.rglob("*") if p.is_file()) == files
+    # Nothing of another site is written by a pull; a run comes back whole on demand.
+    assert not (late.results / "alpha").exists()
+    got = late.show("alpha", made["alpha"][0])
+    assert got == late.results / "alpha" / made["alpha"][0]
+    assert tree_bytes(got) == tree_bytes(TEMPLATE)
 
 
 @pytest.mark.reliability_fault
@@ -368,7 +370,7 @@ def test_a_publish_killed_at_any_step_leaves_nothing_to_repair(world, tmp_path, 
     assert run in remote_runs(world.bare)[0]["alpha"]
     assert (alpha.results / "alpha" / run / "report.json").is_file()
     assert alpha.runs("beta") == [incoming]
-    assert tree_bytes(alpha.results / "beta" / incoming) == tree_bytes(TEMPLATE)
+    assert tree_bytes(alpha.show("beta", incoming)) == tree_bytes(TEMPLATE)
     leftovers = [p.name for p in (alpha.results / ".exchange").rglob("*.lock")]
     assert leftovers == [] and not list((alpha.results / "beta").glob(".incoming-*"))
 
@@ -405,6 +407,21 @@ def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tm
         assert not list((beta.results / "alpha").glob(".incoming-*"))
         filler.unlink()
         assert beta.pull().new == [("alpha", [run])]
+        assert not (beta.results / "alpha").exists()  # another site's run stays in git
+        # Written out on demand onto a full disk: nothing half written, the next one whole.
+        with open(filler, "wb") as out:
+            try:
+                while True:
+                    out.write(b"\0" * 65536)
+                    out.flush()
+            except OSError:
+                pass
+        with pytest.raises((OSError, SitebenchError)):
+            beta.show("alpha", run)
+        assert not (beta.results / "alpha" / run).exists()
+        assert not list((beta.results / "alpha").glob(".incoming-*"))
+        filler.unlink()
+        assert tree_bytes(beta.show("alpha", run)) == tree_bytes(TEMPLATE)
 
 
 def test_migrating_from_runs_shared_through_the_codes_remote(tmp_path):
@@ -510,3 +527,44 @@ def test_stale_sites_are_those_whose_newest_run_is_older_than_n_days(tmp_path):
     ]
     assert stale_sites(tmp_path, 30, now) == []
     assert [s for s, _ in stale_sites(tmp_path, 0.5, now)] == ["stopped", "fresh"]
+
+
+def test_report_reads_another_sites_run_from_git_and_its_curves_once_shown(world):
+    """The report takes another site's run from the exchange (figures, provenance, cases);
+    what lives in its outputs (OSU curves) shows once ./sitebench show wrote the run out."""
+    from sitebench.report import data
+
+    alpha, beta = trusting_each_other(world, ("alpha", "beta"))
+    curves_run = ROOT / "results/local/20261125T095540Z-bb645e"  # a run with OSU curves
+    run = alpha.new_run()
+    shutil.rmtree(alpha.results / "alpha" / run)
+    shutil.copytree(curves_run, alpha.results / "alpha" / run)
+    assert alpha.publish().published and beta.pull().new == [("alpha", [run])]
+    said = []
+    with beta.act():
+        before = data.load(warn=said.append)
+        beta.show("alpha", run)
+        after = data.load(warn=said.append)
+    assert said == [] and before.sites == ["alpha"] and list(before.runs.run) == [run]
+    assert before.runs.origin.iloc[0].startswith("exchange ")
+    assert len(before.figures) == len(after.figures) > 0
+    assert len(before.curves) == 0 < len(after.curves)
+
+
+def test_a_remote_that_ignores_the_blob_filter_sends_runs_whole_and_pull_says_so(world):
+    """A server without uploadpack.allowFilter (an old one, or one not made by init-remote,
+    reached without the copy's upload-pack settings): everything arrives, every file is
+    sized at pull as before, and show writes the run from what is here."""
+    alpha, beta = trusting_each_other(world, ("alpha", "beta"))
+    run = alpha.new_run()
+    assert alpha.publish().published
+    with beta.act():
+        ex = exchange.open_exchange(None, str(world.bare))
+    ex.git("config", "--unset", f"remote.{exchange.PROMISOR}.uploadpack")
+    pulled = beta.pull()
+    assert pulled.whole and pulled.new == [("alpha", [run])], pulled
+    listing = git(ex.git_dir, "rev-list", "--objects", "--missing=print", "--all").stdout
+    assert not [line for line in listing.split() if line.startswith("?")]
+    assert tree_bytes(beta.show("alpha", run)) == tree_bytes(TEMPLATE)
+    told = beta.cli("pull")
+    assert told.returncode == 0 and "pulled: no new runs" in told.stdout, told

@@ -14,6 +14,7 @@ import subprocess
 import pytest
 
 from conftest import ROOT
+from sitebench.common.errors import SitebenchError
 from sitebench.cli import main
 from exchange_world import TEMPLATE, World, git, plumb_commit, tree_bytes
 
@@ -111,15 +112,18 @@ def bad_name(path, expect):
 
 
 def oversized_file(world, clone, m):
-    write_tree(
-        clone, run_files(world, extra={f"mallory/{RUN}/big.bin": ("100644", b"0" * 300_000)})
-    )
+    # In perflogs/: every site takes it with the figures, so a pull sizes it (a file of
+    # the bulk is sized when the run is written out: test_oversized_bulk_...).
+    big = {f"mallory/{RUN}/perflogs/big.bin": ("100644", b"0" * 300_000)}
+    write_tree(clone, run_files(world, extra=big))
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 200000 per file"
 
 
 def oversized_run(world, clone, m):
-    extra = {f"mallory/{RUN}/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)}
+    extra = {
+        f"mallory/{RUN}/provenance/part{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)
+    }
     write_tree(clone, run_files(world, extra=extra))
     world.push_as(clone, "results: mallory", key=m.key)
     return "over the cap of 1000000 bytes"
@@ -348,9 +352,11 @@ def test_hostile_push_is_refused_and_honest_runs_arrive(world, case, capsys):
     assert expected in shown.out
     assert not world.marker.exists()
     _assert_secret_unread(world, shown.out + shown.err)
-    # The honest alpha's own copy and the published one agree byte for byte.
+    # Nothing of another site was written by the pulls; the honest alpha's own copy and
+    # the published one, written out on demand, agree byte for byte.
+    assert not (beta.results / "alpha").exists() and not (beta.results / "mallory").exists()
     for run in beta.runs("alpha"):
-        assert tree_bytes(beta.results / "alpha" / run) == tree_bytes(TEMPLATE)
+        assert tree_bytes(beta.show("alpha", run)) == tree_bytes(TEMPLATE)
 
 
 def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
@@ -362,7 +368,7 @@ def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
     world.push_as(clone, "results: mallory: 1 run", key=mallory.key)
     pulled = beta.pull()
     assert pulled.refused == [] and pulled.new == [("mallory", [RUN])]
-    assert tree_bytes(beta.results / "mallory" / RUN) == tree_bytes(TEMPLATE)
+    assert tree_bytes(beta.show("mallory", RUN)) == tree_bytes(TEMPLATE)
 
 
 def test_pull_cli_exits_3_naming_the_refused_commit(world):
@@ -485,3 +491,138 @@ def test_hostile_content_in_a_sites_own_run_is_read_defensively(world, name, tmp
     assert "Traceback" not in out.err
     assert not world.marker.exists()
     _assert_secret_unread(world, out.out + out.err + (tmp_path / "report.html").read_text())
+
+
+# -- the on-demand path: another site's bulk stays on the remote until show asks ------------
+
+OUT = "output/local/default/gnu/HplCheck_1941fa00/rfm_job.out"
+
+
+def _absent(site, blob):
+    """Whether ``site``'s exchange copy lacks ``blob`` (asked without fetching it)."""
+    out = git(site.results / ".exchange", "rev-list", "--objects", "--missing=print", "--all")
+    return f"?{blob}" in out.stdout.split()
+
+
+def _blob(clone, path):
+    return git(clone, "rev-parse", f"HEAD:{path}").stdout.strip()
+
+
+@pytest.mark.parametrize(
+    "extra, expected",
+    [
+        ({f"mallory/{RUN}/output/big.bin": ("100644", b"0" * 300_000)}, "over the cap of 200000"),
+        (
+            {f"mallory/{RUN}/output/p{i}.bin": ("100644", bytes([i]) * 150_000) for i in range(8)},
+            "over the cap of 1000000 per run",
+        ),
+    ],
+    ids=["file_over_cap", "run_over_cap"],
+)
+def test_oversized_bulk_is_never_fetched_and_show_refuses_it(world, extra, expected):
+    beta, mallory = world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, extra=extra))
+    world.push_as(clone, "results: mallory", key=mallory.key)
+    pulled = beta.pull()
+    # Its figures arrive (its index files were sized); its bulk was never fetched.
+    assert pulled.refused == [] and pulled.new == [("mallory", [RUN])], pulled
+    assert all(_absent(beta, _blob(clone, path)) for path in extra)
+    with pytest.raises(SitebenchError, match=expected) as err:
+        beta.show("mallory", RUN)
+    assert "nothing written" in str(err.value)
+    assert not (beta.results / "mallory").exists() or not any((beta.results / "mallory").iterdir())
+    # The file over the cap never arrived, even while the run was fetched to be shown.
+    big = [path for path, (_, data) in extra.items() if len(data) > 200_000]
+    assert all(_absent(beta, _blob(clone, path)) for path in big)
+
+
+def test_bulk_rewritten_after_its_figures_were_taken_is_refused_show_gives_the_accepted(world):
+    """A later commit changing an accepted run's output is refused; the accepted tip then
+    holds the change (commits after it are accepted), yet show writes the run as accepted."""
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published and beta.pull().new == [("alpha", [first])]
+    clone = world.hostile_clone()
+    (clone / "alpha" / first / OUT).write_bytes(b"rewritten after its figures were taken\n")
+    world.push_as(clone, "results: alpha: output", key=mallory.key)
+    second = alpha.new_run()
+    assert alpha.publish().published
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [second])], pulled
+    assert any("modifies" in line and OUT in line for line in pulled.refused), pulled
+    tip = git(beta.results / ".exchange", "rev-parse", "refs/sitebench/accepted").stdout.strip()
+    changed = git(beta.results / ".exchange", "rev-parse", f"{tip}:alpha/{first}/{OUT}")
+    assert changed.stdout.strip() == _blob(clone, f"alpha/{first}/{OUT}")  # the tip holds it
+    assert tree_bytes(beta.show("alpha", first)) == tree_bytes(TEMPLATE)
+    assert tree_bytes(beta.show("alpha", second)) == tree_bytes(TEMPLATE)
+
+
+def test_a_remote_that_now_serves_other_bytes_for_a_run_is_refused_by_show(world):
+    """The remote's history is replaced by one whose run of alpha has other output bytes
+    under the same path: show fetches by the accepted tree's id, so it gets nothing of
+    the new bytes, names the run, and writes nothing."""
+    alpha, beta = world.site("alpha"), world.site("beta")
+    run = alpha.new_run()
+    assert alpha.publish().published and beta.pull().new == [("alpha", [run])]
+    clone = world.hostile_clone()
+    (clone / "alpha" / run / OUT).write_bytes(b"other bytes, same path\n")
+    git(clone, "add", "-A")
+    git(clone, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-q", "--amend", "-m", "x")
+    shutil.rmtree(world.bare)  # a remote rebuilt from the altered history only
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(world.bare)], check=True)
+    git(clone, "push", "-q", str(world.bare), "HEAD:main")
+    with pytest.raises(SitebenchError, match=f"no longer serves the run alpha/{run}") as err:
+        beta.show("alpha", run)
+    assert "nothing written" in str(err.value)
+    assert not (beta.results / "alpha" / run).exists()
+    assert not list((beta.results / "alpha").glob(".incoming-*"))
+    # Its figures are those verified here: the store still reads them from the copy.
+    with beta.act():
+        from sitebench.results import store
+
+        assert store.refresh("alpha") == 1
+        runs = store.connect(sites=["alpha"]).sql("SELECT run, origin FROM runs").fetchall()
+    assert [r for r, _ in runs] == [run] and runs[0][1].startswith("exchange ")
+
+
+def test_the_store_indexes_other_sites_runs_from_git_once_and_refuses_hostile_ones(
+    world, monkeypatch
+):
+    """Runs of other sites are indexed from the exchange's objects: only those accepted
+    since the last refresh, never ``lstat``-ed, not again once written out by show; a
+    hostile report is named on one line and skipped, the others indexed."""
+    from sitebench.results import runfiles, store
+    from sitebench.results.rundirs import load_run
+
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    clone = world.hostile_clone()
+    deep = {f"mallory/{RUN}/report.json": ("100644", b"[" * 5000 + b"]" * 5000)}
+    write_tree(clone, run_files(world, extra=deep))
+    world.push_as(clone, "results: mallory", key=mallory.key)
+    assert beta.pull().refused == []
+    said = []
+    with beta.act():
+        assert store.refresh_all(warn=said.append) == {"alpha": 1, "mallory": 0}
+        assert [line for line in said if f"mallory/{RUN}" in line] == said and len(said) == 1
+        assert "report.json" in said[0]
+        second = alpha.new_run()
+        assert alpha.publish().published and beta.pull().new == [("alpha", [second])]
+
+        def no_lstat(run_path, relatives):
+            raise AssertionError(f"lstat of {run_path}: a run from git has no files to stat")
+
+        monkeypatch.setattr(runfiles, "stats", no_lstat)
+        assert store.refresh("alpha") == 1  # only the run the pull brought
+        beta.show("alpha", first)
+        assert store.refresh("alpha") == 0  # written out: the same tree, indexed once
+        con = store.connect(sites=["alpha"])
+        runs = con.sql("SELECT run, origin FROM runs ORDER BY run").fetchall()
+        count = con.execute("SELECT count(*) FROM figures WHERE run = ?", [first]).fetchall()[0][0]
+    assert [r for r, _ in runs] == sorted([first, second])
+    assert all(origin.startswith("exchange ") for _, origin in runs)
+    with beta.act():
+        expected = len(list(store.figures.rows_of_run(load_run(TEMPLATE), job_wall=True)))
+    assert count == expected > 0

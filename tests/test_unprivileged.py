@@ -238,4 +238,12 @@ def test_publish_trust_and_pull_as_an_ordinary_user(checkout):
     proc, out = as_user(checkout, "./sitebench", "pull", "--remote", bare, extra_env=elsewhere)
     assert proc.returncode == 0, out[-4000:]
     assert f"pulled local: {len(local_runs)} new runs" in proc.stdout, out[-4000:]
-    assert sorted(p.name for p in (pulled / "local").iterdir() if p.name[0] != ".") == local_runs
+    # Another site's runs stay in git (figures and provenance); one comes out whole on demand.
+    log = (pulled / ".exchange" / "sitebench-runs" / "local.tsv").read_text().splitlines()
+    assert sorted(line.split("\t")[0] for line in log) == local_runs
+    assert not (pulled / "local").exists()
+    proc, out = as_user(
+        checkout, "./sitebench", "show", f"local/{local_runs[-1]}", extra_env=elsewhere
+    )
+    assert proc.returncode == 0, out[-4000:]
+    assert (pulled / "local" / local_runs[-1] / "report.json").is_file()

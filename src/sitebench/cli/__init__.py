@@ -18,6 +18,7 @@ COMMANDS = (
     "nightly",
     "publish",
     "pull",
+    "show",
     "trust",
     "exchange",
     "compare",

@@ -30,6 +30,10 @@ def command(args):
             f"pulled {site}: {len(runs)} new run{'s' if len(runs) != 1 else ''}"
             + (f" ({runs[0]} .. {runs[-1]})" if runs else "")
         )
+    if done.new:
+        print("their figures and provenance are here; a run's outputs: ./sitebench show SITE/RUN")
+    if done.whole:
+        print("the remote ignored the blob filter: every run came whole (correct, larger)")
     for line in done.kept:
         print(f"kept the copy here: {line}")
     for line in done.refused:

@@ -135,6 +135,7 @@ def synthesize(root, sites=10, years=5, seed=1):
                 "cases": [FIGURES_PER_RUN // 5] * nights,
                 "failures": [0] * nights,
                 "provenance": ["{}"] * nights,
+                "origin": ["results"] * nights,
             },
             schema=store.RUNS,
         )

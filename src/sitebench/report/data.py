@@ -20,11 +20,11 @@ import pandas as pd
 
 from sitebench.common import paths
 
-from sitebench.results import runfiles, store
+from sitebench.results import exchange_runs, runfiles, store
 from sitebench.results.figures import shown_problem
 from sitebench.common.errors import SitebenchError
 from sitebench.common.progress import progress_bar
-from sitebench.results.rundirs import BadRun, links, load_run, site_dirs
+from sitebench.results.rundirs import BadRun, links, load_run
 
 from .builds import hpl_build_label
 from .cases import cases_of_run
@@ -60,7 +60,7 @@ def run_anchor(site, run):
 
 def _refresh(root, index, sites, note, progress):
     """Index the chosen sites; return those that could be read."""
-    present = {p.name for p in site_dirs(root)}
+    present = set(store.sites(root))
     for link in links(root):  # a linked site directory could point anywhere
         if sites is None or link.name in sites:
             note(f"{link.name}: a symbolic link, never followed")
@@ -118,9 +118,13 @@ def _case_details(root, runs, note, progress):
     a run that cannot be read (or whose report holds what no ReFrame writes) is noted and
     left out, the others kept."""
     details, curves, unreadable = [], [], set()
+    from_git = _from_exchange(root, runs)
     for site, run in progress_bar(list(zip(runs.site, runs.run)), "reading runs", progress):
         try:
-            found, found_curves = _run_details(Path(root, site, run), note)
+            loaded = from_git.get((site, run))
+            if isinstance(loaded, Exception):
+                raise loaded
+            found, found_curves = _run_details(Path(root, site, run), note, loaded)
         except Exception as err:  # one run's data, whatever it holds, never stops the report
             why = str(err) if isinstance(err, BadRun) else f"{type(err).__name__}: {err}"
             note(f"{site}/{run}: {why}")
@@ -135,6 +139,23 @@ def _case_details(root, runs, note, progress):
     )
 
 
+def _from_exchange(root, runs):
+    """{(site, run): Run or why not} of the runs indexed from the exchange and not written
+    out here: read from git. Their outputs stay in git, so their OSU curves and HPL build
+    are not shown until ``./sitebench show SITE/RUN`` writes the run out."""
+    entries = []
+    for site, run, origin in zip(runs.site, runs.run, runs.origin):
+        if isinstance(origin, str) and origin.startswith("exchange "):
+            if not Path(root, site, run).is_dir():
+                _, commit, tree = origin.split()
+                entries.append((site, run, tree, commit))
+    return (
+        {(e[0], e[1]): loaded for e, loaded in exchange_runs.load(root, entries)}
+        if entries
+        else {}
+    )
+
+
 def _specs_text(path, note):
     """The run's ``provenance/specs.json`` as text, None where absent or not a plain file."""
     try:
@@ -146,10 +167,10 @@ def _specs_text(path, note):
         return None
 
 
-def _run_details(path, note):
-    loaded = load_run(path)
+def _run_details(path, note, loaded=None):
+    loaded = loaded or load_run(path)
     site, run = loaded.site, loaded.name
-    specs_text = _specs_text(path, note)
+    specs_text = _specs_text(path, note) if path.is_dir() else None
     details, curves = [], []
     for case in cases_of_run(loaded):
         if case.folder_problem:

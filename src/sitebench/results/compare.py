@@ -50,6 +50,7 @@ from sitebench.common import paths
 from sitebench.results import figures, store
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
+from sitebench.results.exchange import accepted_run_names
 from sitebench.results.rundirs import run_dirs
 
 ALPHA = 0.01
@@ -114,7 +115,9 @@ class Side:
         if match["since"] is not None:
             side.since = _when(match["since"], spec)
             side.until = _when(match["until"], spec)
-        runs = run_dirs(site, results_root)
+        runs = {p.name for p in run_dirs(site, results_root)} | accepted_run_names(
+            site, results_root
+        )
         site_dir = Path(results_root or paths.results_dir()) / site
         if site_dir.is_symlink():
             raise SitebenchError(
@@ -123,15 +126,17 @@ class Side:
             )
         if not runs:
             raise SitebenchError(
-                f"site {site!r} has no runs under results/",
-                "run `./sitebench run --site <site>` first, or check the name",
+                f"site {site!r} has no runs under results/ nor accepted from the exchange",
+                "run `./sitebench run --site <site>` (or ./sitebench pull) first, or check "
+                "the name",
             )
         if side.run:
             check_name("run", side.run)
-            if side.run not in {p.name for p in runs}:
+            if side.run not in runs:
                 raise SitebenchError(
-                    f"run {spec!r} does not exist under results/{site}/",
-                    f"list the runs with `ls results/{site}`",
+                    f"run {spec!r} does not exist under results/{site}/ nor in the exchange",
+                    f"list the runs with `ls results/{site}` (./sitebench pull brings those "
+                    "of other sites)",
                 )
         return side
 

@@ -26,7 +26,6 @@ publish sends them. One publish or pull at a time per results directory (``flock
 """
 
 import fcntl
-import hashlib
 import os
 import random
 import shutil
@@ -53,6 +52,24 @@ RESTORE_HINT = (
 )
 ACCEPTED = "refs/sitebench/accepted"
 FETCHED = "refs/sitebench/fetched"
+#: The remote as git's partial clone knows it: commits and trees arrive, blobs only when
+#: asked for (:meth:`Exchange.fetch_index_blobs`, :meth:`Exchange.materialise`).
+PROMISOR = "sitebench"
+#: What a local remote's upload-pack is told, so it serves the blob filter and blobs by id
+#: (``exchange init-remote`` sets both in the repositories it makes).
+LOCAL_UPLOAD_PACK = (
+    "git -c uploadpack.allowFilter=true -c uploadpack.allowAnySHA1InWant=true upload-pack"
+)
+#: A lazy fetch is never made by accident: git's transports are off for every read of
+#: the copy (a missing blob reads as missing, one fetch per object never happens).
+NO_LAZY_FETCH = ("-c", "protocol.allow=never")
+#: Every run accepted here, one file per site (``<site>.tsv``: run, the run's tree as
+#: accepted, the commit that added it), appended when commits are accepted: the tip's tree
+#: may hold a refused commit's change to an accepted run, the run's own tree never.
+RUNS_LOG = "sitebench-runs"
+#: The files of a run every site takes (the store's index, what a figure is audited with);
+#: the rest (``output/``) stays on the remote until ``./sitebench show`` asks for it.
+INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
 LOCK_NAME = "sitebench-exchange.lock"
@@ -87,6 +104,8 @@ class Pulled:
     refused: list = field(default_factory=list)
     kept: list = field(default_factory=list)
     rewritten: bool = False
+    #: The remote ignored the blob filter: every object came whole (correct, larger).
+    whole: bool = False
 
 
 class GitFailed(SitebenchError):
@@ -115,6 +134,7 @@ class Exchange:
     def __init__(self, results_root):
         self.results_root = Path(results_root)
         self.git_dir = self.results_root / EXCHANGE_DIR
+        self.whole = False  # set by fetch: the remote ignored the blob filter
         self.identity = [
             "-c",
             "user.name=sitebench",
@@ -135,6 +155,20 @@ class Exchange:
         self.git("config", "sitebench.remote", remote)
         self.git("config", "sitebench.branch", branch)
         self.git("config", "sitebench.prefix", prefix)
+        self.make_partial(remote)
+
+    def make_partial(self, remote):
+        """Make the copy a partial clone of ``remote`` with git's own machinery (a copy
+        made before keeps what it holds; from now on blobs come only when asked for)."""
+        self.git("config", "core.repositoryformatversion", "1")
+        self.git("config", "extensions.partialClone", PROMISOR)
+        self.git("config", f"remote.{PROMISOR}.url", remote)
+        self.git("config", f"remote.{PROMISOR}.promisor", "true")
+        self.git("config", f"remote.{PROMISOR}.partialclonefilter", "blob:none")
+        if _is_local(remote):
+            self.git("config", f"remote.{PROMISOR}.uploadpack", LOCAL_UPLOAD_PACK)
+        else:
+            self.git("config", "--unset-all", f"remote.{PROMISOR}.uploadpack", check=False)
 
     def setting(self, key, default=None):
         proc = self.git("config", "--get", f"sitebench.{key}", check=False)
@@ -181,19 +215,72 @@ class Exchange:
     # -- fetching and verifying ------------------------------------------------------
 
     def fetch(self):
-        """Fetch the remote branch into FETCHED; its commit, or None when it has no branch."""
-        remote, branch = self.setting("remote"), self.setting("branch", DEFAULT_BRANCH)
-        proc = self.git("ls-remote", "--heads", remote, f"refs/heads/{branch}", check=False)
+        """Fetch the remote branch's commits and trees into FETCHED (blobs stay there);
+        its commit, or None when it has no branch."""
+        branch = self.setting("branch", DEFAULT_BRANCH)
+        if self.setting_of(f"remote.{PROMISOR}.url") != self.setting("remote"):
+            self.make_partial(self.setting("remote"))  # a copy from before, or a new remote
+        proc = self.git("ls-remote", "--heads", PROMISOR, f"refs/heads/{branch}", check=False)
         if proc.returncode != 0:
             raise GitFailed(("ls-remote",), proc.stderr, proc.returncode)
         if not proc.stdout.strip():
             return None
-        self.git("fetch", "--quiet", "--no-tags", remote, f"+refs/heads/{branch}:{FETCHED}")
+        proc = self.git(
+            "fetch",
+            "--no-tags",
+            "--filter=blob:none",
+            PROMISOR,
+            f"+refs/heads/{branch}:{FETCHED}",
+        )
+        self.whole = "filtering not recognized" in proc.stderr
         return self.rev(FETCHED)
 
+    def setting_of(self, key):
+        proc = self.git("config", "--get", key, check=False)
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    def read(self, *args, stdin=None):
+        """git reading the copy, bytes out, never fetching (:data:`NO_LAZY_FETCH`)."""
+        return subprocess.run(
+            ["git", *NO_LAZY_FETCH, "--git-dir", str(self.git_dir), *args],
+            input=stdin,
+            capture_output=True,
+            env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+        )
+
+    def fetch_index_blobs(self, tip, accepted, prefix):
+        """Fetch in one go the blobs every run of ``accepted..tip`` adds under
+        :data:`INDEX_PATHS` (what verification sizes and the store reads); git's client
+        asks only for those it lacks. The rest of a run (its bulk) stays on the remote."""
+        args = ["log", "--raw", "--no-abbrev", "-r", "-z", "--no-renames", "--format=", tip]
+        args += ["--not", accepted] if accepted else []
+        raw = self.read(*args).stdout.split(b"\0")
+        wanted = set()
+        for i in range(0, len(raw) - 1, 2):
+            meta = raw[i].decode(errors="replace").strip().lstrip(":").split()
+            path = raw[i + 1].decode("utf-8", errors="surrogateescape")
+            if len(meta) >= 5 and meta[1] in verify.REGULAR_MODES:
+                if verify.in_run(path, prefix).startswith(INDEX_PATHS):
+                    wanted.add(meta[3])
+        if wanted:
+            self.git(
+                "-c",
+                "fetch.negotiationAlgorithm=noop",
+                "fetch",
+                "--no-tags",
+                "--no-write-fetch-head",
+                "--filter=blob:none",
+                PROMISOR,
+                "--stdin",
+                stdin="".join(f"{oid}\n" for oid in sorted(wanted)),
+            )
+
     def accept(self, tip, rules):
-        """Verify ``accepted..tip``, export the accepted commits' runs; a :class:`Pulled`."""
-        pulled = Pulled()
+        """Verify ``accepted..tip`` and take the accepted commits' runs in (their trees,
+        recorded in :data:`RUNS_LOG`; nothing is written into the results directory: a run
+        of another site is read from git, :meth:`materialise` writes it on demand); a
+        :class:`Pulled` whose ``new`` lists the runs taken in per site."""
+        pulled = Pulled(whole=self.whole)
         accepted = self.rev(ACCEPTED)
         if tip is None and accepted is not None:
             # The branch is gone: what was accepted is no longer there, as in any rewrite
@@ -203,23 +290,85 @@ class Exchange:
             return pulled
         if tip is None or tip == accepted:
             return pulled
-        verdicts = verify.check_range(verify.Git(self.git_dir), accepted, tip, rules)
-        found = {}
+        ancestor = accepted is None or (
+            self.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
+        )
+        if ancestor:
+            self.fetch_index_blobs(tip, accepted, rules.prefix)
+        # A remote that ignored the filter sent every blob: all are sized, as before.
+        rules.sized_only = () if pulled.whole else INDEX_PATHS
+        git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
+        verdicts = verify.check_range(git, accepted, tip, rules)
+        found, taken = {}, []
+        have = {}
         for verdict in verdicts:
             if not verdict.ok:
                 pulled.refused.append(self._quarantine(verdict))
                 continue
             for site, run in verdict.runs:
-                status = self._export(verdict.commit, site, run, rules.prefix)
-                if status == "new":
-                    found.setdefault(site, []).append(run)
-                elif status != "same":
-                    pulled.kept.append(f"{site}/{run}: {status}")
+                if site not in have:
+                    have[site] = self.accepted_runs(site).get(site, {})
+                if run in have[site]:
+                    continue  # accepted before (a pull killed before its ref moved)
+                tree = self.git("rev-parse", f"{verdict.commit}:{rules.prefix}{site}/{run}")
+                taken.append((site, run, tree.stdout.strip(), verdict.commit))
+                found.setdefault(site, []).append(run)
         pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
+        if taken:
+            self._log_runs(taken)
         if not pulled.rewritten:
             self.git("update-ref", ACCEPTED, tip)
         pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
         return pulled
+
+    def _log_runs(self, taken):
+        (self.git_dir / RUNS_LOG).mkdir(exist_ok=True)
+        by_site = {}
+        for site, run, tree, commit in taken:
+            by_site.setdefault(site, []).append(f"{run}\t{tree}\t{commit}\n")
+        for site, lines in by_site.items():
+            with open(self.git_dir / RUNS_LOG / f"{site}.tsv", "a+b") as log:
+                log.seek(0, os.SEEK_END)
+                if log.tell():  # a line half written by a killed pull ends before these
+                    log.seek(log.tell() - 1)
+                    lines.insert(0, "" if log.read(1) == b"\n" else "\n")
+                log.write("".join(lines).encode())
+                log.flush()
+                os.fsync(log.fileno())
+
+    def runs_since(self, site, offset=0):
+        """([(site, run, tree, commit)] of ``site`` accepted after byte ``offset`` of its
+        log, the log's end): the store reads only what arrived since its last refresh."""
+        try:
+            with open(self.git_dir / RUNS_LOG / f"{check_name('site', site)}.tsv", "rb") as log:
+                log.seek(0, os.SEEK_END)
+                end = log.tell()
+                log.seek(offset if 0 <= offset <= end else 0)
+                data = log.read(end - log.tell())
+        except FileNotFoundError:
+            return [], 0
+        whole = data[: data.rfind(b"\n") + 1]  # a line half written by a killed pull waits
+        entries = []
+        for line in whole.decode("utf-8", errors="replace").splitlines():
+            fields = line.split("\t")
+            if len(fields) == 3:
+                entries.append((site, *fields))
+        return entries, end - len(data) + len(whole)
+
+    def accepted_sites(self):
+        """The sites with a run accepted here (one file each: no git, whatever the history)."""
+        folder = self.git_dir / RUNS_LOG
+        names = [p.name[: -len(".tsv")] for p in folder.glob("*.tsv")] if folder.is_dir() else []
+        return sorted(n for n in names if verify.SITE_NAME.fullmatch(n) and ".." not in n)
+
+    def accepted_runs(self, site=None):
+        """{site: {run: (tree, commit)}} of the runs of other sites accepted here (of
+        ``site`` only, reading its log alone); the first record of a run wins."""
+        found = {}
+        for name in [site] if site else self.accepted_sites():
+            for _, run, tree, commit in self.runs_since(name, 0)[0]:
+                found.setdefault(name, {}).setdefault(run, (tree, commit))
+        return found
 
     def _quarantine(self, verdict):
         line = f"commit {verdict.commit[:12]} refused: {verdict.reason}"
@@ -253,58 +402,136 @@ class Exchange:
             return []
         return [tuple(ln.split("\t", 2)) for ln in text.splitlines() if ln.count("\t") >= 2]
 
-    # -- exporting runs into the results directory ------------------------------------
+    # -- another site's run, written on demand ------------------------------------------
 
-    def _files(self, commit, site, run, prefix):
-        """[(relative path, mode, blob)] of a run in a commit's tree."""
-        out = self.git(
-            "ls-tree", "-r", "-z", "--full-tree", commit, "--", f"{prefix}{site}/{run}/"
-        )
+    def tree_files(self, tree):
+        """[(relative path, mode, blob)] of a run's tree (trees only are read: no blob)."""
+        out = self.read("ls-tree", "-r", "-z", "--full-tree", tree)
+        if out.returncode != 0:
+            raise SitebenchError(
+                f"the run's tree {tree[:12]} cannot be read here ({_reason(out.stderr.decode())})",
+                "pull again; if it persists, the exchange copy is damaged",
+            )
         files = []
-        for entry in out.stdout.split("\0"):
-            if not entry:
-                continue
-            meta, _, path = entry.partition("\t")
-            mode, _, blob = meta.split()
-            files.append((path[len(f"{prefix}{site}/{run}/") :], mode, blob))
+        for entry in out.stdout.split(b"\0"):
+            if entry:
+                meta, _, path = entry.partition(b"\t")
+                mode, _, blob = meta.decode().split()
+                files.append((path.decode("utf-8", errors="surrogateescape"), mode, blob))
         return files
 
-    def _export(self, commit, site, run, prefix):
-        """Write a verified run into the results directory: "new", "same" (already here,
-        identical) or why the copy here was kept."""
+    def materialise(self, site, run, rules):
+        """Write another site's accepted run whole into ``<results>/<site>/<run>/``: its
+        tree as accepted, the blobs it lacks fetched by the tree's id (git checks every
+        object's hash; blobs over ``rules.max_file`` are never sent), sizes checked before a
+        byte is written, written aside then renamed, never over a run here. Its path."""
+        runs = self.accepted_runs(site).get(site, {})
+        if run not in runs:
+            sites = self.accepted_sites()
+            have = (
+                f"{len(runs)} run(s) of {site} are accepted here, newest {max(runs)}"
+                if runs
+                else f"no run of {site} is accepted here (sites with runs accepted: "
+                f"{', '.join(sites) or 'none'})"
+            )
+            raise SitebenchError(
+                f"{site}/{run} was not accepted here: {have}",
+                "./sitebench pull first; runs are listed by ./sitebench compare and report",
+            )
+        tree, _commit = runs[run]
         site_dir = self.results_root / site
-        if site_dir.is_symlink() or (site_dir.exists() and not site_dir.is_dir()):
-            return f"{site_dir} is not a plain directory; nothing written"
         dest = site_dir / run
-        files = self._files(commit, site, run, prefix)
+        if site_dir.is_symlink() or (site_dir.exists() and not site_dir.is_dir()):
+            raise SitebenchError(
+                f"{site_dir} is not a plain directory: nothing written",
+                f"move {site_dir} aside, then show the run again",
+            )
         if dest.is_symlink() or dest.exists():
-            return "same" if _same_files(dest, files) else "differs from the copy here, kept"
+            raise SitebenchError(
+                f"{dest} already exists: runs are never written over",
+                "read it there, or move it aside to write the accepted run again",
+            )
+        files = self.tree_files(tree)
+        self._fetch_run(tree, rules, f"{site}/{run}")
+        self._check_run_sizes(tree, files, rules, f"{site}/{run}")
         site_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".incoming-pull-{run}-", dir=site_dir))
+        tmp = Path(tempfile.mkdtemp(prefix=f".incoming-show-{run}-", dir=site_dir))
         try:
-            self._write_files(tmp, files)
+            self._write_files(tmp, [(rel, mode, blob) for rel, mode, blob in files])
+            tmp.rename(dest)
         except BaseException:
-            # A full disk or a kill: no half run is left; the next pull writes it again.
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-        try:
-            tmp.rename(dest)
-        except OSError:
-            # Written meanwhile by another writer: never replaced.
-            shutil.rmtree(tmp, ignore_errors=True)
-            return "appeared here meanwhile, kept"
-        return "new"
+        return dest
+
+    def _missing(self, tree):
+        """The blobs of a tree this copy does not hold (asked without fetching them)."""
+        out = self.read("rev-list", "--objects", "--missing=print", tree).stdout.decode()
+        return {line[1:].strip() for line in out.splitlines() if line.startswith("?")}
+
+    def _fetch_run(self, tree, rules, shown):
+        """Bring the blobs of a run's tree this copy lacks, in one fetch of the tree with a
+        size filter (a blob over the per-file cap never arrives)."""
+        if not self._missing(tree):
+            return
+        proc = self.git(
+            "-c",
+            "gc.auto=0",
+            "-c",
+            "maintenance.auto=false",
+            "-c",
+            "fetch.negotiationAlgorithm=noop",
+            "fetch",
+            "--no-tags",
+            "--no-write-fetch-head",
+            "--refetch",
+            f"--filter=blob:limit={rules.max_file + 1}",
+            PROMISOR,
+            "--stdin",
+            stdin=tree + "\n",
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise SitebenchError(
+                f"the results remote no longer serves the run {shown} as accepted here (tree "
+                f"{tree[:12]}): {_reason(proc.stderr)}; nothing written",
+                "the remote's history was changed after this run was accepted: tell its "
+                "admins (./sitebench pull names a rewrite); its figures here are unchanged",
+            )
+
+    def _check_run_sizes(self, tree, files, rules, shown):
+        missing = self._missing(tree)
+        for rel, _, blob in files:
+            if blob in missing:
+                raise SitebenchError(
+                    f"{shown}/{rel} was not served (over the cap of {rules.max_file} bytes per "
+                    "file, or the remote lost it); nothing written",
+                    "its site published what the exchange refuses: tell its admins",
+                )
+        out = self.read("cat-file", "--batch-check", stdin=_lines(b for _, _, b in files))
+        total = 0
+        for (rel, mode, blob), line in zip(files, out.stdout.decode().splitlines()):
+            fields = line.split()
+            if mode not in verify.REGULAR_MODES or len(fields) != 3 or fields[1] != "blob":
+                raise SitebenchError(
+                    f"{shown}/{rel} is not a regular file ({mode}: {line}); nothing written",
+                    "its site published what the exchange refuses: tell its admins",
+                )
+            total += int(fields[2])
+        if total > rules.max_run:
+            raise SitebenchError(
+                f"{shown} is {total} bytes, over the cap of {rules.max_run} per run; "
+                "nothing written",
+                "its site published what the exchange refuses: tell its admins",
+            )
 
     def _write_files(self, tmp, files):
         """Each verified blob written as a new regular file (never through a link), all
         read from one ``git cat-file --batch``."""
-        stdin = "".join(f"{blob}\n" for _, _, blob in files).encode()
-        out = subprocess.run(
-            ["git", "--git-dir", str(self.git_dir), "cat-file", "--batch"],
-            input=stdin,
-            capture_output=True,
-            check=True,
-        ).stdout
+        proc = self.read("cat-file", "--batch", stdin=_lines(blob for _, _, blob in files))
+        if proc.returncode != 0:
+            raise SitebenchError(f"git cat-file failed: {proc.stderr.decode()}", "show it again")
+        out = proc.stdout
         at = 0
         for rel, _, blob in files:
             header_end = out.index(b"\n", at)
@@ -380,14 +607,18 @@ class Exchange:
         base = f"{parent}:{'/'.join(parts)}" if parent else None
         entries = self._entries(base) if base else []
         entries += self._entries(added)
-        sha = self.git("mktree", "-z", stdin="".join(e + "\0" for e in entries)).stdout.strip()
+        sha = self.git(
+            "mktree", "-z", "--missing", stdin="".join(e + "\0" for e in entries)
+        ).stdout.strip()
         for depth in range(len(parts) - 1, -1, -1):
             where = "/".join(parts[:depth])
             above = self._entries(f"{parent}:{where}" if where else parent) if parent else []
             name = parts[depth]
             above = [e for e in above if e.split("\t", 1)[1] != name]
             above.append(f"040000 tree {sha}\t{name}")
-            sha = self.git("mktree", "-z", stdin="".join(e + "\0" for e in above)).stdout.strip()
+            sha = self.git(
+                "mktree", "-z", "--missing", stdin="".join(e + "\0" for e in above)
+            ).stdout.strip()
         return sha
 
     def push(self, commit):
@@ -432,25 +663,6 @@ def _run_files(run):
     return sorted(found)
 
 
-def _same_files(dest, files):
-    """Whether the run at ``dest`` holds exactly these blobs (git's hash of each file)."""
-    if dest.is_symlink() or not dest.is_dir():
-        return False
-    here = {}
-    for path in dest.rglob("*"):
-        if path.is_symlink():
-            return False
-        if path.is_file():
-            here[path.relative_to(dest).as_posix()] = path
-    if set(here) != {rel for rel, _, _ in files}:
-        return False
-    for rel, _, blob in files:
-        data = here[rel].read_bytes()
-        if hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() != blob:
-            return False
-    return True
-
-
 # -- where the exchange points -----------------------------------------------------------
 
 
@@ -462,6 +674,17 @@ def results_settings(site):
             "name a site under site-configs/ (./sitebench onboard makes one)",
         )
     return site_settings.load(site).get("results") or {}
+
+
+def _lines(items):
+    return "".join(f"{item}\n" for item in items).encode()
+
+
+def _is_local(remote):
+    """A path or file:// URL: its upload-pack runs here, told what to serve."""
+    return remote.startswith("file://") or (
+        "://" not in remote and not remote.startswith("git@") and ":" not in remote.split("/")[0]
+    )
 
 
 def _is_url_or_path(remote):
@@ -712,3 +935,38 @@ def _current_branch(top):
         text=True,
     )
     return proc.stdout.strip() or None
+
+
+# -- another site's run on demand ----------------------------------------------------------
+
+
+def accepted_sites(results_root=None):
+    """The sites with a run accepted from the exchange (none without one)."""
+    ex = Exchange(results_root or paths.results_dir())
+    return ex.accepted_sites() if ex.exists else []
+
+
+def accepted_run_names(site, results_root=None):
+    """The names of ``site``'s runs accepted from the exchange (none without one)."""
+    ex = Exchange(results_root or paths.results_dir())
+    return set(ex.accepted_runs(site).get(site, {})) if ex.exists else set()
+
+
+def show(site, run, results_root=None):
+    """Write another site's accepted run whole into ``results/<site>/<run>/`` from the
+    exchange (:meth:`Exchange.materialise`); its path."""
+    check_name("site", site)
+    if not verify.RUN_NAME.fullmatch(run):
+        raise SitebenchError(
+            f"{run!r} is not a run name (<UTC time>-<random>, e.g. 20261122T111440Z-ebb65a)",
+            "name a run as compare and report show it: SITE/RUN",
+        )
+    ex = Exchange(results_root or paths.results_dir())
+    if not ex.exists:
+        raise SitebenchError(
+            f"{ex.results_root} is not connected to a results repository: no run of another "
+            "site is accepted here",
+            "./sitebench pull --remote URL first (results/README.md)",
+        )
+    with ex.locked():
+        return ex.materialise(site, run, _rules(ex))

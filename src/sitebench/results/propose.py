@@ -38,9 +38,10 @@ import yaml
 
 from sitebench.results import store
 from sitebench.results.figures import shown_problem
-from sitebench.results import figures, runfiles
+from sitebench.results import exchange_runs, figures, runfiles
 from sitebench.results.rundirs import TOPOLOGY, run_dirs
 from sitebench.sites import host
+from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 
@@ -189,14 +190,20 @@ def propose(
 
 def run_host(con, site, run, root=None):
     """The host fingerprint of one stored run (recorded, derived or unknown)."""
-    (prov,) = con.execute(
-        "SELECT provenance FROM runs WHERE site = ? AND run = ?", [site, run]
+    prov, origin = con.execute(
+        "SELECT provenance, origin FROM runs WHERE site = ? AND run = ?", [site, run]
     ).fetchone()
     path = next((p for p in run_dirs(site, root) if p.name == run), None)
     try:  # read as the store reads it: never through a link, never outside the run
         topology = runfiles.read_json(path, TOPOLOGY) if path else None
     except runfiles.UnsafeFile:
         topology = None
+    if path is None and isinstance(origin, str) and origin.startswith("exchange "):
+        _, commit, tree = origin.split()  # another site's run, read from git as indexed
+        [(_entry, loaded)] = exchange_runs.load(
+            root or paths.results_dir(), [(site, run, tree, commit)]
+        )
+        topology = None if isinstance(loaded, Exception) else loaded.topology
     return figures.run_host(json.loads(prov or "{}"), topology)
 
 

@@ -335,9 +335,29 @@ INDEXED_FILES = (REPORT, PROVENANCE, TOPOLOGY)
 def load_run(path):
     """A stored run's report, provenance and topology, read defensively
     (:mod:`sitebench.results.runfiles`); BadRun says why a run cannot be read."""
-    path, digests = Path(path), {}
+    path = Path(path)
+    return parse_run(
+        path.parent.name,
+        path.name,
+        path,
+        lambda relative, limit: runfiles.read_bytes(path, relative, limit),
+    )
+
+
+def parse_run(site, name, path, read):
+    """A run from its three files as ``read(relative, limit)`` gives their bytes (a run's
+    folder, or another site's blobs in git), with the same refusals whatever the source:
+    caps, JSON, depth, types. ``path`` names the run in messages (and is where its other
+    files are, for a run on disk)."""
+    digests = {}
+
+    def read_json(relative, limit=None):
+        return runfiles.parse_json(
+            read(relative, runfiles.file_cap() if limit is None else limit), relative, digests
+        )
+
     try:
-        report = runfiles.read_json(path, REPORT, runfiles.report_cap(), digests)
+        report = read_json(REPORT, runfiles.report_cap())
     except runfiles.MissingFile:
         raise BadRun(f"{path}: no {REPORT} (partial or foreign directory)") from None
     except runfiles.UnsafeFile as err:
@@ -345,7 +365,7 @@ def load_run(path):
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
         raise BadRun(f"{path}/{REPORT} is not a ReFrame run report (no list 'runs')")
     try:
-        provenance = runfiles.read_json(path, PROVENANCE, None, digests)
+        provenance = read_json(PROVENANCE)
     except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: missing or unreadable {PROVENANCE} ({err})") from None
     if not isinstance(provenance, dict) or runfiles.too_deep(provenance):
@@ -353,14 +373,14 @@ def load_run(path):
             f"{path}/{PROVENANCE} is not a JSON object of at most {runfiles.MAX_DEPTH} levels"
         )
     try:
-        topology = runfiles.read_json(path, TOPOLOGY, None, digests)
+        topology = read_json(TOPOLOGY)
     except runfiles.MissingFile:
         topology = None
     except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: {err}; not read") from None
     return Run(
-        site=path.parent.name,
-        name=path.name,
+        site=site,
+        name=name,
         path=path,
         report=report,
         provenance=provenance,

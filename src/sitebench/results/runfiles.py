@@ -168,7 +168,12 @@ def read_text(run_path, relative, limit=None):
 def read_json(run_path, relative, limit=None, digests=None):
     """A run's JSON file; UnsafeFile if it is not a plain file, too large, or not JSON.
     ``digests``: where given, the SHA-256 of the bytes read is kept there by path."""
-    data = read_bytes(run_path, relative, limit)
+    return parse_json(read_bytes(run_path, relative, limit), relative, digests)
+
+
+def parse_json(data, relative, digests=None):
+    """A run's JSON file from its bytes (read from disk or from git): UnsafeFile when it
+    is not UTF-8 JSON or nests too deeply for Python to parse."""
     if digests is not None:
         digests[str(relative)] = hashlib.sha256(data).hexdigest()
     try:

@@ -64,6 +64,9 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
         ("receive.denyNonFastForwards", "true"),
         ("receive.denyDeletes", "true"),
         ("core.sharedRepository", "group"),
+        # Sites fetch commits and trees, then a run's blobs by id when asked (partial clone).
+        ("uploadpack.allowFilter", "true"),
+        ("uploadpack.allowAnySHA1InWant", "true"),
     ):
         _git(path, "config", key, value)
     rules_dir = path / RULES_DIR

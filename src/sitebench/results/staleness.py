@@ -6,6 +6,7 @@ listing per site and no index; ``compare`` and ``report`` name them."""
 import datetime as dt
 import time
 
+from sitebench.results.exchange import accepted_run_names, accepted_sites
 from sitebench.results.rundirs import run_dirs, site_dirs
 
 DEFAULT_DAYS = 3
@@ -23,10 +24,13 @@ def _started(name):
 def newest_runs(results_root=None):
     """{site: UTC start of its newest run} of every site with a run."""
     newest = {}
-    for site_dir in site_dirs(results_root):
-        times = [t for t in (_started(p.name) for p in run_dirs(site_dir.name, results_root)) if t]
+    sites = {p.name for p in site_dirs(results_root)} | set(accepted_sites(results_root))
+    for site in sorted(sites):
+        names = {p.name for p in run_dirs(site, results_root)}
+        names |= accepted_run_names(site, results_root)
+        times = [t for t in (_started(name) for name in names) if t]
         if times:
-            newest[site_dir.name] = max(times)
+            newest[site] = max(times)
     return newest
 
 

@@ -12,6 +12,10 @@ reads only the runs that are new since the last one and writes them as one new s
 file read; the hash where a stat differs): a run that changed is indexed anew, named, and
 kept in ``altered.json`` (:func:`altered`); a run that disappeared from ``results/`` leaves
 the index (the segments that held either are dropped, their other runs read again).
+Runs of other sites accepted by a pull are not in ``results/``: they are indexed from the
+exchange's git objects (:mod:`sitebench.results.exchange_runs`), only those accepted since
+the index last read the exchange's per-site log; their identity is their tree's id, so they
+are never ``lstat``-ed, and one written out by ``./sitebench show`` is not indexed again.
 Runs are read defensively (:mod:`sitebench.results.runfiles`): a run that cannot be read, or
 whose content is not what ReFrame writes, is reported on one line and skipped (and tried
 again at the next refresh), never the others.
@@ -36,7 +40,8 @@ from sitebench.common import paths
 from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.common.errors import SitebenchError
-from sitebench.results import runfiles
+from sitebench.results import exchange_runs, runfiles
+from sitebench.results.exchange import Exchange
 from sitebench.results.rundirs import (
     INDEXED_FILES,
     BadRun,
@@ -51,7 +56,8 @@ MAX_SEGMENTS = 8
 #: The index's layout: a new version (new columns) makes a new index, read from results/ anew.
 #: 3: runs.json keeps what each run's index was made of (stats and hashes of its files).
 #: 4: figures carry their case's ``disturbed`` and ``foreign_cores``.
-SCHEMA_VERSION = 4
+#: 5: runs of other sites indexed from the exchange's git objects; runs carry ``origin``.
+SCHEMA_VERSION = 5
 #: A site's list of runs found changed after they were indexed (:func:`altered`).
 ALTERED = "altered.json"
 _TIME = pa.timestamp("s", tz="UTC")
@@ -95,6 +101,8 @@ RUNS = pa.schema(
         ("cases", pa.int64()),
         ("failures", pa.int64()),
         ("provenance", pa.string()),
+        # Where the run was read: "results" (its folder) or "exchange <commit> <tree>".
+        ("origin", pa.string()),
     ]
 )
 
@@ -135,7 +143,7 @@ def _figure_table(rows):
     return pa.Table.from_pandas(df, schema=FIGURES, preserve_index=False)
 
 
-def _run_row(run):
+def _run_row(run, origin="results"):
     info = run.report.get("session_info") or {}
     prov = run.provenance
     return {
@@ -154,6 +162,7 @@ def _run_row(run):
         "cases": info.get("num_cases"),
         "failures": info.get("num_failures"),
         "provenance": json.dumps(prov, sort_keys=True),
+        "origin": origin,
     }
 
 
@@ -283,13 +292,20 @@ def _change(path, indexed):
 def _read_known(known_file):
     """(runs indexed: {run: signature}, notes: {run: what was wrong in it}); (None, {})
     where the list is missing or not of this layout."""
+    known, notes, _ = _read_index(known_file)
+    return known, notes
+
+
+def _read_index(known_file):
+    """:func:`_read_known` and where the index is in the exchange's log of accepted runs:
+    {"offset": bytes read, "pending": [entries to read again]}."""
     try:
         known = json.loads(known_file.read_text())
     except (OSError, ValueError):
-        return None, {}
+        return None, {}, {}
     if not isinstance(known, dict) or not isinstance(known.get("runs"), dict):
-        return None, {}
-    return known["runs"], known.get("notes") or {}
+        return None, {}, {}
+    return known["runs"], known.get("notes") or {}, known.get("exchange") or {}
 
 
 def _write_json(path, data):
@@ -320,12 +336,39 @@ def _why(err):
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
+def _from_exchange(signature):
+    """Whether an index entry is a run read from the exchange (its tree: immutable)."""
+    return isinstance(signature, dict) and "tree" in signature
+
+
+def _exchange_entries(site, results_root, state, known):
+    """(entries (site, run, tree, commit) of ``site`` accepted since the index last read
+    the exchange's log, with those to read again; the log's end). Only what arrived since
+    is read: a refresh after a pull costs what the pull brought."""
+    ex = Exchange(results_root or paths.results_dir())
+    if not ex.exists:
+        return [], 0
+    offset = state.get("offset", 0)
+    entries, end = ex.runs_since(site, offset if isinstance(offset, int) else 0)
+    pending = [tuple(e) for e in state.get("pending", []) if isinstance(e, list) and len(e) == 4]
+    fresh, seen = [], set()
+    for entry in pending + [e for e in entries if e[0] == site]:
+        if entry[1] not in known and entry[1] not in seen:
+            seen.add(entry[1])
+            fresh.append(entry)
+    return fresh, end
+
+
 def refresh(site, results_root=None, store=None, warn=None, progress=None):
     """Bring ``site``'s index up to date with its runs; return the number of runs indexed.
 
+    Runs in ``results/<site>/`` are read from their files; runs of the site accepted from
+    the exchange (:mod:`sitebench.results.exchange_runs`) from git, only those accepted
+    since the last refresh (a run is indexed once: from the exchange where it is there).
     A run whose files changed since it was indexed is indexed anew and reported (``warn``)
     as altered, and kept in the site's list of altered runs (:func:`altered`). Any error
     reading one run skips that run with a one-line warning, never the others."""
+    check_name("site", site)
     base = Path(store or store_dir(results_root)) / site
     say = (lambda message: warn(one_line(message))) if warn else (lambda message: None)
     # Half-assembled runs of a killed or failed writer: never indexed, never removed.
@@ -339,14 +382,16 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
             "directories only)"
         )
     known_file = base / "runs.json"
-    known, notes = _read_known(known_file)
+    known, notes, state = _read_index(known_file)
     if known is None and base.exists():
         shutil.rmtree(base)  # an index of another layout, or a damaged list: made anew
     known = known or {}
+    state = state if known else {}
     on_disk = {p.name: p for p in run_dirs(site, results_root)}
-    stale = set(known) - set(on_disk)  # removed from results/: its figures must go
+    from_disk = {name for name, sig in known.items() if not _from_exchange(sig)}
+    stale = from_disk - set(on_disk)  # removed from results/: its figures must go
     restated = False
-    for name in sorted(set(known) & set(on_disk)):
+    for name in sorted(from_disk & set(on_disk)):
         why, now = _change(on_disk[name], known[name])
         if why:
             stale.add(name)
@@ -358,33 +403,63 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     listed = len(known)
     known = _drop_segments(base, known, stale)
     restated = restated or len(known) != listed
-    new = [p for name, p in sorted(on_disk.items()) if name not in known]
+    incoming, log_end = _exchange_entries(site, results_root, state, known)
+    restated = restated or log_end != state.get("offset", 0)
+    # A run of another site written out by ./sitebench show is the accepted one: read once.
+    arriving = {entry[1] for entry in incoming}
+    new = [p for name, p in sorted(on_disk.items()) if name not in known and name not in arriving]
     figure_rows, run_rows, added = [], [], {}
+
+    def take(name, rows, run_row, signature, note):
+        figure_rows.extend(rows)
+        run_rows.append(run_row)
+        added[name] = signature
+        notes.pop(name, None)
+        if note:
+            notes[name] = one_line(note)
+
     for path in progress_bar(new, f"indexing {site}", progress):
         try:
-            rows, run_row, signature, note = _index_run(path, say)
+            take(path.name, *_index_run(path, say))
         except SitebenchError:
             raise  # a setting to fix (a bad cap), not this run
         except Exception as err:  # one run's data, whatever it holds, never stops the others
             say(f"skipped {site}/{path.name}: {_why(err)}")
-            continue
-        figure_rows.extend(rows)
-        run_rows.append(run_row)
-        added[path.name] = signature
-        notes.pop(path.name, None)
-        if note:
-            notes[path.name] = one_line(note)
+    pending = []
+    for entry, run in exchange_runs.load(results_root or paths.results_dir(), incoming):
+        try:
+            if isinstance(run, Exception):
+                raise run
+            take(entry[1], *_index_loaded(run, entry, say))
+        except SitebenchError:
+            raise
+        except Exception as err:  # as for a folder: named, skipped, read again next time
+            say(f"skipped {site}/{entry[1]} (exchange): {_why(err)}")
+            pending.append(list(entry))
     if added:
         _write_segment(base, figure_rows, run_rows)
     # The runs list follows the segments: after a crash between them, the next refresh
     # drops the segments of runs not in the list and reads those runs again.
-    if added or restated or not known_file.exists():
+    if added or restated or pending != state.get("pending", []) or not known_file.exists():
         indexed = {**known, **added}
         notes = {run: why for run, why in notes.items() if run in indexed}
-        _write_json(known_file, {"runs": indexed, "notes": notes})
+        exchange = {"offset": log_end, "pending": pending}
+        _write_json(known_file, {"runs": indexed, "notes": notes, "exchange": exchange})
     if len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
         compact(base)
     return len(added)
+
+
+def _index_loaded(run, entry, say):
+    """(figure rows, run row, identity, note) of a run read from the exchange."""
+    _site, _run, tree, commit = entry
+    wrong = []
+    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    run_row = clean(_run_row(run, f"exchange {commit} {tree}"), RUNS, wrong)
+    note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
+    if note:
+        say(note)
+    return rows, run_row, {"tree": tree, "commit": commit}, note
 
 
 def _write_segment(base, figure_rows, run_rows):
@@ -462,11 +537,20 @@ def altered(sites=None, results_root=None, store=None):
     return sorted(found, key=lambda item: item[2])
 
 
+def sites(results_root=None):
+    """The sites with runs here: folders of ``results/`` and sites accepted from the
+    exchange (whose runs stay in git until ``./sitebench show`` writes one out)."""
+    found = {p.name for p in site_dirs(results_root)}
+    ex = Exchange(results_root or paths.results_dir())
+    if ex.exists:
+        found |= set(ex.accepted_sites())
+    return sorted(found)
+
+
 def refresh_all(results_root=None, store=None, warn=None, progress=None):
     """Refresh every site of ``results_root``; return {site: new runs}."""
     counts = {
-        site.name: refresh(site.name, results_root, store, warn, progress)
-        for site in site_dirs(results_root)
+        site: refresh(site, results_root, store, warn, progress) for site in sites(results_root)
     }
     for link in links(results_root or paths.results_dir()):
         if warn:

@@ -54,6 +54,10 @@ class Rules:
     trusted: dict = field(default_factory=dict)
     unsigned_sites: frozenset = frozenset()
     allowed_signers: str = None
+    #: A partial copy sizes only a run's files under these paths (fetched to be verified);
+    #: the others (its bulk) stay on the remote, never fetched to be sized here, and are
+    #: sized when the run is written out. Empty: every file is sized.
+    sized_only: tuple = ()
 
 
 @dataclass
@@ -294,6 +298,8 @@ def _check_new_runs(git, parent, runs, rules):
 
 
 def _check_sizes(git, changes, rules):
+    if rules.sized_only:
+        changes = [c for c in changes if in_run(c[3], rules.prefix).startswith(rules.sized_only)]
     blobs = [blob for _, _, blob, _ in changes]
     if not blobs:
         return ""
@@ -313,6 +319,12 @@ def _check_sizes(git, changes, rules):
         if per_run[where] > rules.max_run:
             return f"the run {where[0]}/{where[1]} is over the cap of {rules.max_run} bytes"
     return ""
+
+
+def in_run(path, prefix):
+    """A path's part inside its run ("" for a path that is not in a run)."""
+    parts = path[len(prefix) :].split("/", 2) if path.startswith(prefix) else []
+    return parts[2] if len(parts) == 3 else ""
 
 
 def _check_signature(signature, sites, rules):
