@@ -29,6 +29,7 @@ import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 
 from sitebench.common import paths
@@ -200,12 +201,15 @@ def _show_seconds(root, site, run):
     if not cli.is_file():
         return None
     env = {**os.environ, "SITEBENCH_RESULTS_DIR": str(root)}
+    # The command as ./sitebench runs it, in this interpreter: the wrapper's own check of
+    # the venv (in the state directory, which the benchmark moves) is not the command's.
+    command = "import sys; from sitebench.cli import main; sys.exit(main(sys.argv[1:]))"
     t0 = time.perf_counter()
     proc = subprocess.run(
-        [str(paths.ROOT / "sitebench"), "show", f"{site}/{run}"],
+        [sys.executable, "-c", command, "show", f"{site}/{run}"],
         capture_output=True,
         text=True,
-        env=env,
+        env={**env, "PYTHONPATH": str(paths.ROOT / "src")},
     )
     spent = time.perf_counter() - t0
     if proc.returncode != 0:
