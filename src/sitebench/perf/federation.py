@@ -57,7 +57,6 @@ ISO = re.compile(rb"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}")
 COMPACT = re.compile(rb"\d{8}T\d{6}")
 RUN_SLOT = b"\x00RUN\x00"
 DIGITS = bytes(48 + i % 10 for i in range(256))
-HEX_LETTERS = bytes(97 + i % 6 for i in range(256))
 
 
 def pair():
@@ -343,10 +342,11 @@ def _new_token(token, kept, rng):
         return _new_time(token, rng)
     tail = rng.randbytes(len(token) - kept)
     digits = tail.translate(DIGITS)
-    if len(token) >= 8:  # a hash or uuid: its letters stay letters
-        letters = tail.translate(HEX_LETTERS)
+    if len(token) >= 8:
+        # A hash or uuid: its digits made new, its letters kept (a long number's mantissa
+        # ends in the exponent's e: 2.9714314220072646e-06 stays a number).
         digits = bytes(
-            letters[i] if token[kept + i] > 57 else digits[i] for i in range(len(digits))
+            token[kept + i] if token[kept + i] > 57 else digits[i] for i in range(len(digits))
         )
     elif any(c > 57 for c in token[kept:]):
         return token  # a short token with a letter (1e in 1e+05): a number's syntax, kept
