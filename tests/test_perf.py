@@ -145,6 +145,13 @@ def test_every_ratio_of_the_kept_results():
         "first figure / 150 s",
         # The disturbance sampling's cost (issue 27): no kept harness file measured it yet.
         "disturbance sampling / suite wall",
+        # The federation's exchange (issue 37): its kept files are checked in the test below.
+        "refresh time at 1 year (projected) / 2 s",
+        "site's disk at 5 years (projected) / 20 GB",
+        "site's files at 5 years (projected) / 2 M",
+        "first pull of 1 year (projected) / 10 min",
+        "compare over 5 years (projected) / 2 s",
+        "show SITE/RUN / 5 s",
     }
 
 
@@ -227,3 +234,31 @@ def test_one_disturbance_snapshot_is_timed_as_the_job_script_runs_it(tmp_path):
     seconds = harness.snapshot_seconds(tmp_path, times=5)
     assert 0 < seconds < 5
     assert list(tmp_path.iterdir()) == []  # its scratch directory is gone
+
+
+def test_the_kept_federation_exchange_files_render_and_add_up():
+    """Each kept ``perf exchange`` file of the federation (issue 37): it renders with every
+    goal's verdict, and its projections are its own per-run figures times the federation."""
+    from sitebench.perf import exchange_bench
+
+    kept = sorted((ROOT / "perf/results").glob("exchange-*.json"))
+    federation = [json.loads(p.read_text()) for p in kept]
+    federation = [r for r in federation if r.get("federation")]
+    assert federation, "no kept file of the federation benchmark"
+    for result in federation:
+        shown = exchange_bench.render(result)
+        for name, r in result["ratios"].items():
+            assert name in GOALS and verdict(name, r["median"], r["min"], r["max"]) in shown
+        per = result["disk_per_run"]
+        runs = result["sites"] * exchange_bench.FIVE_YEARS
+        on_disk = (per["results"]["bytes"] + per["exchange"]["bytes"]) * runs
+        assert result["disk_5y_bytes"] == pytest.approx(on_disk)
+        first = result["first_pull"]
+        year = (first["pull_s"] + first["refresh_s"]) * result["sites"] * 365 / first["runs"]
+        assert first["projected_1y_s"] == pytest.approx(year)
+        # Every night pulled was one commit per site, each verified within the pull.
+        assert all(v <= p for v, p in zip(result["times_s"]["verify"], result["times_s"]["pull"]))
+    # The earlier benchmark's files (10 sites) still render.
+    assert "pull" in exchange_bench.render(
+        json.loads((ROOT / "perf/results/exchange-20261126T103402Z.json").read_text())
+    )

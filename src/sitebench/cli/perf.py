@@ -31,8 +31,9 @@ def setup_parser(p):
         help="all (default): each below in turn, then a table of every ratio; hpl: our HPL "
         "against hpcc, Spack's builtin and DGEMM; stream: our STREAM against Spack's builtin "
         "and hpcc's SingleSTREAM; store: the results store on 10 million synthetic figures; "
-        "exchange: publish, pull and the store's refresh in a results repository of 10 "
-        "sites x 1 year of runs; "
+        "exchange: a federation's exchange (100 sites, a history made from two real runs "
+        "of the quick suite, perf/inputs/): disk, pull, refresh, a new site's first pull, "
+        "compare, projected to 1 and 5 years; "
         "harness: the quick suite's wall time against its benchmarks' own, a no-change "
         "install against the first; first-result: a fresh clone to its first figure; "
         "second-checkout: a second fresh clone's run with the binary cache the first filled, "
@@ -48,6 +49,29 @@ def setup_parser(p):
     )
     p.add_argument(
         "--rounds", type=int, default=None, help="repetitions (default 3; first-result: 1)"
+    )
+    p.add_argument(
+        "--sites", type=int, default=100, help="exchange: sites of the federation (default 100)"
+    )
+    p.add_argument(
+        "--nights",
+        type=int,
+        default=3,
+        help="exchange: nights of history generated, then projected (default 3)",
+    )
+    p.add_argument(
+        "--pair-nights",
+        type=int,
+        default=40,
+        help="exchange: nights of the two-site history compare is timed on (default 40)",
+    )
+    p.add_argument(
+        "--keep-inputs",
+        nargs="+",
+        metavar="RUN_DIR",
+        help="exchange: keep these real runs of ./sitebench run (two nights of the current "
+        "quick suite; one: made new at the shares two committed nights differed by) as the "
+        "benchmark's input in perf/inputs/, then stop",
     )
     p.add_argument(
         "--first-result-rounds",
@@ -66,12 +90,41 @@ def setup_parser(p):
 def command(args):
     from sitebench.perf import suite
 
+    if args.keep_inputs:
+        return _keep_inputs(args)
     if args.rounds is None:
         args.rounds = 1 if args.benchmark in ("first-result", "second-checkout") else 3
     for flag, value in (
         ("--rounds", args.rounds),
+        ("--nights", args.nights),
         ("--first-result-rounds", args.first_result_rounds),
     ):
         if value is not None and value < 1:
             raise SitebenchError(f"{flag} {value}: nothing would be measured", "use 1 or more")
+    if args.sites < 2 or args.pair_nights < 2:
+        raise SitebenchError(
+            f"--sites {args.sites} / --pair-nights {args.pair_nights}: compare needs two",
+            "use 2 or more",
+        )
     return suite.run(args)
+
+
+def _keep_inputs(args):
+    from pathlib import Path
+
+    from sitebench.common import paths
+    from sitebench.perf import federation
+
+    if args.benchmark != "exchange":
+        raise SitebenchError(
+            "--keep-inputs is the exchange benchmark's",
+            "run: ./sitebench perf exchange " "--keep-inputs RUN_DIR RUN_DIR",
+        )
+    if len(args.keep_inputs) > 2:
+        raise SitebenchError(
+            f"--keep-inputs takes one or two runs, not {len(args.keep_inputs)}",
+            "name the two nights: results/local/<first> results/local/<second>",
+        )
+    for path in federation.keep_inputs(*(Path(p).resolve() for p in args.keep_inputs)):
+        print(f"kept {paths.shown(path)} ({path.stat().st_size / 1024:.0f} KiB)")
+    return 0

@@ -1,302 +1,507 @@
-"""``./sitebench perf exchange``: the results exchange through git at scale.
+"""``./sitebench perf exchange``: the results exchange of a federation, 100 sites x 365 nights.
 
-A results repository already holding ``sites`` x ``nights`` nightly runs (default 10 x 365)
-is generated once with ``git fast-import`` and kept, with a site's clone of it and the
-store's index of that clone, in ``.sitebench/perf-exchange/`` (reruns reuse them; each round
-adds one night). Each synthetic run is the size of a real quick run: the files of a real
-run of ``results/local/`` (110 files, 884 KiB), of which the 55 that differed between two
-real nights (430 KiB: outputs, perflogs, report, provenance) are made different per run and
-the others are the same bytes every night, as they are in real runs. Each round:
+The history is made from two real runs of today's quick suite (:mod:`sitebench.perf.federation`:
+what differs between two real nights differs per synthetic night), one commit per site and
+night, signed with that site's SSH key as its publish signs it, written with ``git
+fast-import`` into a shared repository kept in ``.sitebench/perf-exchange/`` (reruns reuse it;
+each round adds a night). Making 36,500 runs of a 3 MB suite on a 2-core machine takes hours,
+so the history is a slice, ``sites`` x ``nights`` (default 100 x 3), and what grows with the
+history is measured on it and projected linearly (every projected figure says so and keeps
+what it was projected from). Measured, through the public functions only (``exchange.pull``,
+``store.refresh_all``, ``compare.compare``), so it measures whatever they do:
 
-* another night of the other sites is pushed to the shared repository, one commit per site
-  signed with that site's SSH key (as their publish makes them), then timed: ``pull`` of it
-  into the site's results directory, every commit verified (paths, sizes, signatures against
-  the trust list of the 10 sites) and its runs exported (goal <= 10 s), and of that, the
-  verification alone (its share of the pull);
-* the store's refresh after that pull (``store.refresh_all``, goal <= 2 s);
-* ``publish`` of the site's own new run, signed (goal <= 10 s);
-* and the shared repository's growth, packed (``git repack -d``), per run in KiB.
-
-The history before is the baseline the site's exchange accepted when it joined (as
-``exchange migrate`` takes a checkout's history); only the nights pushed here are verified.
+* a new site's first pull of the whole slice, every commit verified, then the store's refresh
+  (figures and provenance of every run, ready to compare): timed, and the site's disk
+  (``results/`` with its exchange copy) and file count after it, per run, projected to
+  100 sites x 1 year and x 5 years;
+* per round, one more night of the 100 sites pushed (100 signed commits), then timed: that
+  site's ``pull`` of it (and of that the verification), the store's refresh after it, and a
+  refresh with nothing new (what the history costs every refresh, for the projection);
+* the shared repository, packed (``git repack -a -d``), per run, and the night's own pack;
+* ``compare`` of two sites, on a two-site history at ``pair_nights`` / 2 and ``pair_nights``
+  nights, projected linearly to 5 years (1,825 nights);
+* ``show SITE/RUN`` of one run's bulk, when the exchange keeps bulk on demand (a pull that
+  writes every run's files has nothing to show: recorded as not applicable).
 """
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
+import sys
 import time
 
 from sitebench.common import paths
+from sitebench.perf import federation
 from sitebench.perf.measure import now, ratio
-from sitebench.results import exchange, store, trust, verify
+from sitebench.results import compare, exchange, store, trust, verify
 
-GOALS_S = {"publish": 10.0, "pull": 10.0, "refresh": 2.0}
-TEMPLATE_PAIR = ("20261122T152735Z-c5bfbc", "20261122T153111Z-7d0096")
+GOALS = {
+    "disk_gb_5y": 20.0,
+    "files_5y": 2_000_000,
+    "pull_s": 10.0,
+    "refresh_s": 2.0,
+    "first_pull_1y_s": 600.0,
+    "compare_5y_s": 2.0,
+    "show_s": 5.0,
+}
+YEAR, FIVE_YEARS = 365, 1825
+ENV = ("SITEBENCH_SITES_ROOT", "SITEBENCH_TRUST_DIR", "SITEBENCH_KEYS_DIR", "SITEBENCH_STORE_DIR")
 
 
-def _git(cwd, *args, **kw):
+def _git(cwd, *args):
     return subprocess.run(
-        ["git", "-C", str(cwd), *args], check=True, capture_output=True, **kw
+        ["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True
     ).stdout
 
 
-def _template():
-    """[(relative path, bytes, varies per night)] of a real quick run."""
-    a, b = (paths.ROOT / "results/local" / name for name in TEMPLATE_PAIR)
-    files = []
-    for path in sorted(p for p in a.rglob("*") if p.is_file()):
-        rel = path.relative_to(a).as_posix()
-        other = b / rel
-        data = path.read_bytes()
-        varies = not other.is_file() or other.read_bytes() != data
-        files.append((rel, data, varies))
-    return files
+def _packed_bytes(bare):
+    for line in _git(bare, "count-objects", "-v").splitlines():
+        if line.startswith("size-pack:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
-def _run_name(night, site):
-    day = time.gmtime(1700000000 + night * 86400)
-    return time.strftime("%Y%m%dT020000Z", day) + f"-{site:02d}{night:04x}"
+def disk(root):
+    """(bytes on disk, files) under ``root``, and the same for its exchange copy alone:
+    what the file system holds (allocated blocks of every file and directory)."""
+    parts = {"results": [0, 0], "exchange": [0, 0]}
+    for dirpath, dirnames, filenames in os.walk(root):
+        rel = os.path.relpath(dirpath, root)
+        part = parts["exchange" if rel.split(os.sep)[0] == exchange.EXCHANGE_DIR else "results"]
+        for name in dirnames + filenames:
+            st = os.lstat(os.path.join(dirpath, name))
+            part[0] += st.st_blocks * 512
+            part[1] += name in filenames
+    return {k: {"bytes": v[0], "files": v[1]} for k, v in parts.items()}
 
 
-def _run_blob(rel, data, name, night, site):
-    """A varying file of the template as the run ``name`` has it: its own name and a value
-    of its own, in a form its readers still accept (the store reads every synthetic run;
-    one it cannot read would be read again at every refresh)."""
-    data = data.replace(b"20261122T152735Z-c5bfbc", name.encode())
-    own = (night * 7919 + site * 104729) % 99991
-    if rel.endswith(".json"):
-        doc = json.loads(data)
-        if isinstance(doc, dict):
-            doc["synthetic"] = {"run": name, "site": site, "night": night, "value": own}
-        return json.dumps(doc, indent=1).encode()
-    if rel.startswith("perflogs/"):
-        return data  # one record per line: no line of another shape
-    return data + f"\n# {name} site{site:02d} night {night} {own}\n".encode()
+def _key_of(keys):
+    return lambda site: keys[site]
 
 
-def _fast_import(bare, template, nights, sites, site_names, message):
-    """Append one commit per night (every site's run of that night) to main."""
-    proc = subprocess.Popen(
-        ["git", "-C", str(bare), "fast-import", "--quiet", "--done"], stdin=subprocess.PIPE
-    )
-    out = proc.stdin
-    marks = {}
-    for i, (rel, data, varies) in enumerate(template):
-        if not varies:
-            marks[rel] = i + 1
-            out.write(b"blob\nmark :%d\ndata %d\n" % (i + 1, len(data)) + data + b"\n")
-    head = subprocess.run(
+def _history(bare, tmpl, nights, sites, keys, progress):
+    """Append ``nights`` of ``sites`` to ``bare``, signed; seconds (made, signed)."""
+    since = subprocess.run(
         ["git", "-C", str(bare), "rev-parse", "-q", "--verify", "refs/heads/main"],
         capture_output=True,
         text=True,
     ).stdout.strip()
-    stamp = 1700000000
-    for night in nights:
-        lines = []
-        for site in sites:
-            name = _run_name(night, site)
-            for rel, data, varies in template:
-                path = f"{site_names(site)}/{name}/{rel}"
-                if varies:
-                    blob = _run_blob(rel, data, name, night, site)
-                    lines.append(b"M 100644 inline %s\ndata %d\n" % (path.encode(), len(blob)))
-                    lines.append(blob + b"\n")
-                else:
-                    lines.append(b"M 100644 :%d %s\n" % (marks[rel], path.encode()))
-        msg = f"{message} night {night}".encode()
-        out.write(b"commit refs/heads/main\n")
-        out.write(b"committer perf <perf@sitebench> %d +0000\n" % (stamp + night * 86400))
-        out.write(b"data %d\n%s\n" % (len(msg), msg))
-        if head:
-            out.write(b"from %s\n" % head.encode())
-            head = None
-        out.write(b"".join(lines))
-    out.write(b"done\n")
-    out.close()
-    if proc.wait() != 0:
-        raise RuntimeError("git fast-import failed")
+    t0 = time.perf_counter()
+    federation.fast_import(bare, tmpl, nights, sites)
+    made = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    federation.sign(bare, since or None, _key_of(keys))
+    signed = time.perf_counter() - t0
+    progress(
+        f"  {len(nights)} night(s) of {len(sites)} sites: made {made:.0f} s, signed {signed:.0f} s"
+    )
+    return made, signed
 
 
-def _site_name(site):
-    return f"site{site:02d}"
+def real_growth(base, names):
+    """Bytes the second real night adds to a packed repository holding the first (both
+    repacked as ``git gc --aggressive`` does): what the synthetic nights are held to."""
+    where = base / "real-pair.git"
+    shutil.rmtree(where, ignore_errors=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(where)], check=True)
+    sizes = []
+    for i, name in enumerate(names):
+        files = federation.run_files(name)
+        proc = subprocess.Popen(
+            ["git", "-C", str(where), "fast-import", "--quiet", "--done"], stdin=subprocess.PIPE
+        )
+        out = [b"commit refs/heads/main\ncommitter perf <perf@sitebench> 0 +0000\ndata 0\n"]
+        if i:
+            out.append(b"from refs/heads/main^0\n")
+        for rel, data in sorted(files.items()):
+            path = f"local/{name}/{rel}".encode()
+            out.append(b"M 100644 inline %s\ndata %d\n%s\n" % (path, len(data), data))
+        proc.communicate(b"".join(out) + b"done\n")
+        _git(where, "repack", "-a", "-d", "-f", "-q", "--depth=50", "--window=250")
+        sizes.append(_packed_bytes(where))
+    shutil.rmtree(where, ignore_errors=True)
+    return {"runs": list(names), "first_bytes": sizes[0], "second_adds_bytes": sizes[1] - sizes[0]}
 
 
-def prepare(base, sites, nights, progress=print):
-    """The shared repository, a clone for site00 and its store index, made once."""
+def prepare(base, tmpl, sites, nights, keys, progress):
+    """The shared repository of ``sites`` x ``nights``, made once and kept."""
     marker = base / "made.json"
-    want = {
-        "sites": sites,
-        "nights": nights,
-        "template": list(TEMPLATE_PAIR),
-        "blobs": 2,
-        "exchange": 2,
-    }
+    want = {"sites": sites, "nights": nights, "input": list(tmpl.names), "format": 4}
     if marker.is_file() and json.loads(marker.read_text()).get("params") == want:
         return json.loads(marker.read_text())
-    shutil.rmtree(base, ignore_errors=True)
-    base.mkdir(parents=True)
-    bare, clone = base / "shared.git", base / "site00"
+    shutil.rmtree(base / "shared.git", ignore_errors=True)
+    bare = base / "shared.git"
     subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    template = _template()
-    t0 = time.perf_counter()
-    for start in range(0, nights, 73):
-        _fast_import(
-            bare,
-            template,
-            range(start, min(nights, start + 73)),
-            range(sites),
-            _site_name,
-            "history",
+    made = signed = 0.0
+    for start in range(0, nights, 2):
+        m, s = _history(
+            bare, tmpl, range(start, min(nights, start + 2)), range(sites), keys, progress
         )
-        progress(f"  generated {min(nights, start + 73)} of {nights} nights")
-    made = time.perf_counter() - t0
+        made, signed = made + m, signed + s
+    t0 = time.perf_counter()
     _git(bare, "repack", "-a", "-d", "-q")
-    t0 = time.perf_counter()
-    subprocess.run(["git", "clone", "-q", str(bare), str(clone)], check=True)
-    cloned = time.perf_counter() - t0
-    joined = exchange.Exchange(clone)
-    joined.create(str(bare), "main", "")
-    joined.git("update-ref", exchange.ACCEPTED, joined.fetch())  # the history, as migrate takes it
-    (base / "sites/site-configs/site00").mkdir(parents=True)
-    t0 = time.perf_counter()
-    counts = store.refresh_all(clone, base / "store")
-    indexed = time.perf_counter() - t0
-    if sum(counts.values()) != sites * nights:
-        raise RuntimeError(f"the store indexed {counts} of {sites} x {nights} synthetic runs")
+    _git(bare, "prune")
+    repacked = time.perf_counter() - t0
     info = {
         "params": want,
         "runs": sites * nights,
         "generate_s": made,
-        "clone_s": cloned,
-        "index_s": indexed,
+        "sign_s": signed,
+        "repack_s": repacked,
+        "packed_bytes": _packed_bytes(bare),
+        "slice_tip": _git(bare, "rev-parse", "refs/heads/main").strip(),
         "next_night": nights,
     }
     marker.write_text(json.dumps(info))
     return info
 
 
-def _packed_kib(bare):
-    _git(bare, "repack", "-d", "-q")
-    for line in _git(bare, "count-objects", "-v", text=True).splitlines():
-        if line.startswith("size-pack:"):
-            return int(line.split()[1])
-    return 0
+class _VerifyTimer:
+    """The time spent in ``verify.check_range`` (the pull's verification) while active."""
+
+    def __init__(self):
+        self.spent = []
+        self.real = verify.check_range
+
+    def __enter__(self):
+        def timed(*args, **kw):
+            t0 = time.perf_counter()
+            try:
+                return self.real(*args, **kw)
+            finally:
+                self.spent.append(time.perf_counter() - t0)
+
+        verify.check_range = timed
+        return self
+
+    def __exit__(self, *exc):
+        verify.check_range = self.real
 
 
-def _signed_night(base, bare, template, night, sites):
-    """Each other site's run of ``night`` pushed as that site's publish makes it: one commit
-    per site, signed with its key, on the shared branch."""
-    for site in range(1, sites):
-        name = _site_name(site)
-        others = base / "others" / name
-        run = others / name / _run_name(night, site)
-        for rel, data, varies in template:
-            (run / rel).parent.mkdir(parents=True, exist_ok=True)
-            (run / rel).write_bytes(
-                _run_blob(rel, data, run.name, night, site) if varies else data
+def _pull_and_index(root, bare):
+    """(pulled, indexed, pull s, verify s, refresh s) of one pull into ``root``."""
+    with _VerifyTimer() as timer:
+        t0 = time.perf_counter()
+        pulled = exchange.pull(root, remote=str(bare), branch="main")
+        pull_s = time.perf_counter() - t0
+    if pulled.refused:
+        raise RuntimeError(f"the pull refused synthetic commits: {pulled.refused[:3]}")
+    t0 = time.perf_counter()
+    indexed = store.refresh_all(root)
+    refresh_s = time.perf_counter() - t0
+    return pulled, sum(indexed.values()), pull_s, sum(timer.spent), refresh_s
+
+
+def _show_seconds(root, site, run):
+    """Seconds of ``./sitebench show SITE/RUN`` writing one run's bulk, or None when this
+    exchange has no such command (every run's files are already written by pull)."""
+    cli = paths.ROOT / "src" / "sitebench" / "cli" / "show.py"
+    if not cli.is_file():
+        return None
+    env = {**os.environ, "SITEBENCH_RESULTS_DIR": str(root)}
+    # The command as ./sitebench runs it, in this interpreter: the wrapper's own check of
+    # the venv (in the state directory, which the benchmark moves) is not the command's.
+    command = "import sys; from sitebench.cli import main; sys.exit(main(sys.argv[1:]))"
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-c", command, "show", f"{site}/{run}"],
+        capture_output=True,
+        text=True,
+        env={**env, "PYTHONPATH": str(paths.ROOT / "src")},
+    )
+    spent = time.perf_counter() - t0
+    if proc.returncode != 0:
+        raise RuntimeError(f"./sitebench show {site}/{run} failed: {proc.stderr.strip()[-400:]}")
+    return spent
+
+
+def _compare_seconds(root, rounds):
+    a = compare.Side.parse("site00", root)
+    b = compare.Side.parse("site01", root)
+    compare.compare(a, b, results_root=root)  # the first call also imports and warms up
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        table = compare.compare(a, b, results_root=root)
+        times.append(time.perf_counter() - t0)
+    if not len(table):
+        raise RuntimeError("compare of the two synthetic sites found no common figure")
+    return times, len(table)
+
+
+def _pair(base, tmpl, pair_nights, keys, rounds, progress):
+    """compare of two sites at pair_nights / 2 and pair_nights nights of history."""
+    where = base / "pair"
+    shutil.rmtree(where, ignore_errors=True)
+    bare, root = where / "shared.git", where / "site-x"
+    where.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    points = []
+    half = pair_nights // 2
+    for nights in (range(0, half), range(half, pair_nights)):
+        for start in range(nights.start, nights.stop, 10):
+            _history(
+                bare, tmpl, range(start, min(nights.stop, start + 10)), range(2), keys, progress
             )
-        sender = exchange.Exchange(others)
-        if not sender.exists:
-            sender.create(str(bare), "main", "")
-        tip = sender.fetch()
-        key, _, _ = trust.ensure_site_key(name)
-        commit = sender.make_commit(tip, name, [run], "", key)
-        if sender.push(commit).returncode != 0:
-            raise RuntimeError(f"could not push {name}'s night {night}")
-        shutil.rmtree(run)
+        _pull_and_index(root, bare)
+        times, rows = _compare_seconds(root, rounds)
+        points.append({"nights": nights.stop, "times_s": times, "rows": rows})
+        progress(f"  compare over {nights.stop} nights: {statistics.median(times):.2f} s")
+    (n1, t1), (n2, t2) = [(p["nights"], statistics.median(p["times_s"])) for p in points]
+    shutil.rmtree(where, ignore_errors=True)
+    return {"points": points, "per_night_s": (t2 - t1) / (n2 - n1)}
 
 
-def bench(rounds=3, sites=10, nights=365):
-    import os
+def project_compare(pair, refresh_per_run):
+    """compare over 5 years: its time at the longer history plus, per night more, the
+    larger of its own growth between the two histories and what its refresh of two sites
+    costs per night held (a refresh with nothing new, per run held, measured on the
+    federation's history where it stands well above the noise of a short one)."""
+    n2 = pair["points"][-1]["nights"]
+    t2 = statistics.median(pair["points"][-1]["times_s"])
+    per_night = max(pair["per_night_s"], 2 * refresh_per_run)
+    return t2 + per_night * (FIVE_YEARS - n2)
 
+
+def bench(rounds=3, sites=100, nights=3, pair_nights=40, progress=print):
     base = paths.state_dir() / "perf-exchange"
-    info = prepare(base, sites, nights)
-    bare, clone = base / "shared.git", base / "site00"
-    saved = {
-        k: os.environ.get(k)
-        for k in ("SITEBENCH_SITES_ROOT", "SITEBENCH_TRUST_DIR", "SITEBENCH_KEYS_DIR")
-    }
+    base.mkdir(parents=True, exist_ok=True)
+    saved = {k: os.environ.get(k) for k in ENV}
     os.environ["SITEBENCH_SITES_ROOT"] = str(base / "sites")
     os.environ["SITEBENCH_TRUST_DIR"] = str(base / "trust")
     os.environ["SITEBENCH_KEYS_DIR"] = str(base / "keys")
-    template = _template()
-    times = {"pull": [], "verify": [], "refresh": [], "publish": []}
-    growth = []
-    real_check = verify.check_range
-    spent = []
-
-    def timed_check(*args, **kw):
-        t0 = time.perf_counter()
-        try:
-            return real_check(*args, **kw)
-        finally:
-            spent.append(time.perf_counter() - t0)
-
-    verify.check_range = timed_check
+    os.environ["SITEBENCH_STORE_DIR"] = str(base / "store")
     try:
-        for site in range(sites):
-            trust.ensure_site_key(_site_name(site))  # each trusted for its own runs here
-        for _ in range(rounds):
-            night = info["next_night"]
-            before = _packed_kib(bare)
-            _signed_night(base, bare, template, night, sites)
-            spent.clear()
-            t0 = time.perf_counter()
-            pulled = exchange.pull(clone)
-            times["pull"].append(time.perf_counter() - t0)
-            times["verify"].append(sum(spent))
-            assert not pulled.refused, pulled.refused
-            assert sum(len(r) for _s, r in pulled.new) == sites - 1, pulled
-            t0 = time.perf_counter()
-            indexed = store.refresh_all(clone, base / "store")
-            times["refresh"].append(time.perf_counter() - t0)
-            # Each pulled run (and our run of the round before) indexed once: a run the store
-            # cannot read would be read again at every refresh, and be what is measured.
-            assert sum(indexed.values()) == sites - 1 + bool(growth), indexed
-            own = clone / "site00" / _run_name(night, 0)
-            for rel, data, varies in template:
-                (own / rel).parent.mkdir(parents=True, exist_ok=True)
-                (own / rel).write_bytes(
-                    _run_blob(rel, data, own.name, night, 0) if varies else data
-                )
-            t0 = time.perf_counter()
-            done = exchange.publish("site00", clone, remote=str(bare), branch="main")
-            times["publish"].append(time.perf_counter() - t0)
-            assert done.published and done.runs == [own.name], done
-            growth.append((_packed_kib(bare) - before) / sites)
-            info["next_night"] = night + 1
-            (base / "made.json").write_text(json.dumps(info))
+        return _bench(base, rounds, sites, nights, pair_nights, progress)
     finally:
-        verify.check_range = real_check
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
+
+
+def _bench(base, rounds, sites, nights, pair_nights, progress):
+    tmpl = federation.template()
+    keys = {}
+    for site in range(max(sites, 2)):
+        name = federation.site_name(site)
+        keys[name] = trust.ensure_site_key(name)[0]  # each trusted for its own runs here
+    real = real_growth(base, tmpl.names if len(tmpl.names) == 2 else federation.CALIBRATION)
+    info = prepare(base, tmpl, sites, nights, keys, progress)
+    bare = base / "shared.git"
+    # Every measurement starts from the same history (the slice); the nights pushed by an
+    # earlier measurement are left behind, and new nights get new numbers.
+    _git(bare, "update-ref", "refs/heads/main", info["slice_tip"])
+    history_runs = sites * nights
+    packed_per_run = info["packed_bytes"] / history_runs
+    root = base / "joiner"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.rmtree(base / "store", ignore_errors=True)
+    progress(f"  a new site's first pull of {history_runs} runs")
+    _p, indexed, pull_s, verify_s, refresh_s = _pull_and_index(root, bare)
+    if indexed != history_runs:
+        raise RuntimeError(f"the store indexed {indexed} of {history_runs} pulled runs")
+    first = {
+        "runs": history_runs,
+        "pull_s": pull_s,
+        "verify_s": verify_s,
+        "refresh_s": refresh_s,
+        "disk": disk(root),
+        "store_bytes": disk(store.store_dir(root))["results"]["bytes"],
+    }
+    first["projected_1y_s"] = (pull_s + refresh_s) * sites * YEAR / history_runs
+    times = {"pull": [], "verify": [], "refresh": [], "refresh_unchanged": []}
+    night_pack = []
+    for _ in range(rounds):
+        night = info["next_night"]
+        before = _packed_bytes(bare)
+        _history(bare, tmpl, range(night, night + 1), range(sites), keys, progress)
+        _git(bare, "repack", "-d", "-q")
+        night_pack.append((_packed_bytes(bare) - before) / sites)
+        _p, indexed, pull_s, verify_s, refresh_s = _pull_and_index(root, bare)
+        if indexed != sites:
+            raise RuntimeError(f"the store indexed {indexed} of the night's {sites} runs")
+        t0 = time.perf_counter()
+        if sum(store.refresh_all(root).values()):
+            raise RuntimeError("a refresh with nothing new indexed runs")
+        times["refresh_unchanged"].append(time.perf_counter() - t0)
+        for key, value in (("pull", pull_s), ("verify", verify_s), ("refresh", refresh_s)):
+            times[key].append(value)
+        info["next_night"] = night + 1
+        (base / "made.json").write_text(json.dumps(info))
+        progress(f"  night {night}: pull {pull_s:.2f} s, refresh {refresh_s:.2f} s")
+    runs_now = sites * (nights + rounds)
+    after = disk(root)
+    show_s = _show_seconds(root, "site01", federation.run_name(info["next_night"] - 1, 1))
+    pair = _pair(base, tmpl, pair_nights, keys, rounds, progress)
+    per_run = {
+        part: {k: v / runs_now for k, v in after[part].items()} for part in ("results", "exchange")
+    }
+    site_bytes = per_run["results"]["bytes"] + per_run["exchange"]["bytes"]
+    site_files = per_run["results"]["files"] + per_run["exchange"]["files"]
+    history_nights = nights + rounds
+    unchanged = statistics.median(times["refresh_unchanged"])
+    pair["refresh_per_run_s"] = unchanged / runs_now
+    pair["projected_5y_s"] = project_compare(pair, unchanged / runs_now)
+    refresh_1y = [r + unchanged * (sites * YEAR - runs_now) / runs_now for r in times["refresh"]]
     result = {
         "benchmark": "exchange",
+        "federation": True,
         "when": now(),
+        "commit": _git(paths.ROOT, "rev-parse", "--short", "HEAD").strip(),
+        "input": {
+            "runs": list(tmpl.names),
+            "files": len(tmpl.files),
+            "bytes": tmpl.bytes,
+            "varying_files": len(tmpl.varying),
+            "varying_bytes": tmpl.volatile_bytes,
+            "gz_bytes": [federation.gz_size(n) for n in tmpl.names],
+            "calibration": tmpl.calibration,
+        },
         "sites": sites,
-        "history_nights": nights,
-        "runs_before": info["runs"],
-        "run_bytes": sum(len(d) for _r, d, _v in template),
-        "run_files": len(template),
-        "generate_s": info["generate_s"],
-        "clone_s": info["clone_s"],
-        "index_s": info["index_s"],
+        "slice_nights": nights,
+        "history_nights": history_nights,
         "rounds": rounds,
+        "generate_s": info["generate_s"],
+        "sign_s": info["sign_s"],
+        "repack_s": info["repack_s"],
+        "real_pair_packed": real,
+        "packed_bytes_per_run": packed_per_run,
+        "night_pack_bytes_per_run": night_pack,
+        "first_pull": first,
         "times_s": times,
-        "growth_kib_per_run": growth,
+        "refresh_1y_s": refresh_1y,
+        "disk_after": after,
+        "disk_per_run": per_run,
+        "disk_5y_bytes": site_bytes * sites * FIVE_YEARS,
+        "files_5y": site_files * sites * FIVE_YEARS,
+        "disk_1y_bytes": site_bytes * sites * YEAR,
+        "files_1y": site_files * sites * YEAR,
+        "compare": pair,
+        "show_s": show_s,
     }
-    result["ratios"] = {
-        f"{name} time / {goal:g} s": ratio(times[name], [goal] * rounds)
-        for name, goal in GOALS_S.items()
-    }
+    result["ratios"] = _ratios(result)
     return result
 
 
+def _ratios(result):
+    g = GOALS
+    one = lambda value, goal: ratio([value], [goal])  # noqa: E731 (a projection: one value)
+    r = {
+        "pull time / 10 s": ratio(result["times_s"]["pull"], [g["pull_s"]] * result["rounds"]),
+        "refresh time / 2 s": ratio(
+            result["times_s"]["refresh"], [g["refresh_s"]] * result["rounds"]
+        ),
+        "refresh time at 1 year (projected) / 2 s": ratio(
+            result["refresh_1y_s"], [g["refresh_s"]] * result["rounds"]
+        ),
+        "site's disk at 5 years (projected) / 20 GB": one(
+            result["disk_5y_bytes"] / 1e9, g["disk_gb_5y"]
+        ),
+        "site's files at 5 years (projected) / 2 M": one(result["files_5y"], g["files_5y"]),
+        "first pull of 1 year (projected) / 10 min": one(
+            result["first_pull"]["projected_1y_s"], g["first_pull_1y_s"]
+        ),
+        "compare over 5 years (projected) / 2 s": one(
+            result["compare"]["projected_5y_s"], g["compare_5y_s"]
+        ),
+    }
+    if result["show_s"] is not None:
+        r["show SITE/RUN / 5 s"] = one(result["show_s"], g["show_s"])
+    return r
+
+
+def _input_line(inp):
+    gz = " and ".join(f"{b / 1024:.0f} KiB" if b else "committed" for b in inp["gz_bytes"])
+    line = (
+        f"input: {' and '.join(inp['runs'])} ({gz}): "
+        f"{inp['files']} files, {inp['bytes'] / 2**20:.2f} MiB a run; {inp['varying_files']} "
+        f"files made new per night ({inp['varying_bytes'] / 1024:.0f} KiB of their bytes)"
+    )
+    cal = inp.get("calibration")
+    if cal:
+        tokens = ", ".join(f"{k} {v[0]:.2f}" for k, v in sorted(cal["tokens"].items()))
+        line += (
+            f", at the shares that differed between two real nights of "
+            f"{' and '.join(cal['runs'])} (tokens: {tokens})"
+        )
+    return line
+
+
 def render(result):
+    if not result.get("federation"):
+        return render_ten_sites(result)
+    inp, first = result["input"], result["first_pull"]
+    night_pack = statistics.median(result["night_pack_bytes_per_run"])
+    real = result["real_pair_packed"]
+    sites, runs = result["sites"], first["runs"]
+    lines = [
+        _input_line(inp),
+        f"history: {sites} sites x {result['slice_nights']} nights ({runs:,} signed runs) made "
+        f"in {result['generate_s']:.0f} s, signed in {result['sign_s']:.0f} s, repacked in "
+        f"{result['repack_s']:.0f} s; then {result['rounds']} more nights pushed",
+        f"packed per run: {result['packed_bytes_per_run'] / 1024:.0f} KiB (the history, "
+        f"repack -a -d); a night's own pack {night_pack / 1024:.0f} KiB per run",
+        f"two real nights packed (gc --aggressive; {', '.join(real['runs'])}): the first "
+        f"{real['first_bytes'] / 1024:.0f} KiB, the second adds "
+        f"{real['second_adds_bytes'] / 1024:.0f} KiB",
+        f"a new site's first pull of {runs:,} runs: pull {first['pull_s']:.1f} s (verify "
+        f"{first['verify_s']:.1f} s), refresh {first['refresh_s']:.1f} s; "
+        f"projected to {sites} x {YEAR}: {first['projected_1y_s'] / 60:.1f} min",
+    ]
+    after, per = result["disk_after"], result["disk_per_run"]
+    lines.append(
+        f"site's disk after {sites} x {result['history_nights']} nights: results/ "
+        f"{after['results']['bytes'] / 2**20:.0f} MiB in {after['results']['files']:,} files, "
+        f"exchange copy {after['exchange']['bytes'] / 2**20:.0f} MiB in "
+        f"{after['exchange']['files']:,} files; per run {per['results']['bytes'] / 1024:.0f} + "
+        f"{per['exchange']['bytes'] / 1024:.0f} KiB, {per['results']['files']:.1f} + "
+        f"{per['exchange']['files']:.2f} files"
+    )
+    lines.append(
+        f"projected: {sites} x 1 year {result['disk_1y_bytes'] / 1e9:.1f} GB in "
+        f"{result['files_1y'] / 1e6:.2f} M files; x 5 years {result['disk_5y_bytes'] / 1e9:.1f} "
+        f"GB in {result['files_5y'] / 1e6:.2f} M files"
+    )
+    t = result["times_s"]
+    lines.append(f"{'per night of ' + str(sites) + ' sites':<28}{'median s':>10}{'min-max s':>16}")
+    for name in ("pull", "verify", "refresh", "refresh_unchanged"):
+        v = t[name]
+        lines.append(f"{name:<28}{statistics.median(v):>10.2f}{f'{min(v):.2f}-{max(v):.2f}':>16}")
+    c = result["compare"]
+    points = ", ".join(
+        f"{p['nights']} nights {statistics.median(p['times_s']):.2f} s" for p in c["points"]
+    )
+    held = c.get("refresh_per_run_s")
+    lines.append(
+        f"compare of two sites: {points}; {c['per_night_s'] * 1000:.2f} ms a night"
+        + (f" (its refresh of two sites: {2 * held * 1000:.2f} ms a night held)" if held else "")
+        + f", projected to {FIVE_YEARS} nights: {c['projected_5y_s']:.2f} s"
+    )
+    show = result["show_s"]
+    lines.append(
+        "show SITE/RUN: "
+        + (
+            f"{show:.2f} s"
+            if show is not None
+            else "not applicable (pull writes every run's files: nothing is fetched on demand)"
+        )
+    )
+    from sitebench.perf.measure import render_ratios
+
+    lines += render_ratios(result["ratios"])
+    return "\n".join(lines)
+
+
+#: The goals of the earlier benchmark's kept files (10 sites, publish timed too).
+GOALS_S = {"publish": 10.0, "pull": 10.0, "refresh": 2.0}
+
+
+def render_ten_sites(result):
+    """A kept file of the earlier benchmark (10 sites x 365 nights of a 2026-11-22 run)."""
     lines = [
         f"results repository: {result['runs_before']:,} runs ({result['sites']} sites x "
         f"{result['history_nights']} nights, {result['run_files']} files and "

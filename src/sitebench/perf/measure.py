@@ -82,6 +82,12 @@ GOALS = {
     "publish time / 10 s": ("<=", 1.0),
     "pull time / 10 s": ("<=", 1.0),
     "refresh time / 2 s": ("<=", 1.0),
+    "refresh time at 1 year (projected) / 2 s": ("<=", 1.0),
+    "site's disk at 5 years (projected) / 20 GB": ("<=", 1.0),
+    "site's files at 5 years (projected) / 2 M": ("<=", 1.0),
+    "first pull of 1 year (projected) / 10 min": ("<=", 1.0),
+    "compare over 5 years (projected) / 2 s": ("<=", 1.0),
+    "show SITE/RUN / 5 s": ("<=", 1.0),
     "first figure / 150 s": ("<=", 1.0),
 }
 

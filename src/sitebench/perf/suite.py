@@ -35,7 +35,15 @@ def _store(args):
 def _exchange(args):
     from sitebench.perf import exchange_bench
 
-    return exchange_bench.bench(rounds=args.rounds), exchange_bench.render
+    return (
+        exchange_bench.bench(
+            rounds=args.rounds,
+            sites=args.sites,
+            nights=args.nights,
+            pair_nights=args.pair_nights,
+        ),
+        exchange_bench.render,
+    )
 
 
 def _harness(args):
