@@ -318,7 +318,8 @@ def test_reframes_tutorial_checks_run_loading_each_toolchains_modules(onboarded,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-6000:]
-    assert "Ran 4/4 test case(s)" in out and "0 failure(s)" in out, out[-3000:]
+    # The OpenMP STREAM, the MPI hello and the flexible hello, in each of the two toolchains.
+    assert "Ran 6/6 test case(s)" in out and "0 failure(s)" in out, out[-3000:]
     scripts = sorted((tmp_path / "rfm" / "output").rglob("TutorialMpiHelloTest/rfm_job.sh"))
     assert len(scripts) == 2
     for script in scripts:

@@ -129,7 +129,7 @@ def test_onboarding_this_vm_writes_every_file(sites_root, tmp_path):
         "memory: 23.5 GiB",
         "toolchain gcc-openmpi: c gcc, cxx gcc, fortran gcc, mpi openmpi",
         "toolchains in site-configs/vm-site/site.yaml",
-        "partition default: scheduler local, launcher mpirun",
+        "partition default: scheduler local, launcher sitebench-mpirun",
         "references.yaml is empty",
         "next: ./sitebench run --site vm-site",
     ):
@@ -150,7 +150,7 @@ def test_the_reframe_config_is_data_and_loads(sites_root):
     spec.loader.exec_module(module)
     (part,) = module.site_configuration["systems"][0]["partitions"]
     assert module.site_configuration["systems"][0]["name"] == "vm-site"
-    assert part["scheduler"] == "local" and part["launcher"] == "mpirun"
+    assert part["scheduler"] == "local" and part["launcher"] == "sitebench-mpirun"
     assert {"spack", "mpi", "scale_quick"} <= set(part["features"])
     assert part["processor"]["arch"] == "x86_64_v4"
     assert part["extras"]["memory_bytes"] == 24684084 * 1024

@@ -284,7 +284,9 @@ def partitions(detection, slurm):
                 "name": "default",
                 "descr": "this machine, one job at a time so benchmarks do not disturb each other",
                 "scheduler": "local",
-                "launcher": "mpirun",
+                # ReFrame's mpirun, giving a single-task check its cores and a flexible one a
+                # task count alike under Open MPI and MPICH (sitebench/run/launchers.py).
+                "launcher": "sitebench-mpirun",
                 "environs": ENVIRONS,
                 "max_jobs": 1,
                 "features": ["spack", "mpi", "openmp"],
@@ -344,6 +346,7 @@ SCALES = os.environ.get("SITEBENCH_SCALES", "quick").split(",")
 
 # Plain `reframe -C site-configs/${site}/reframe.py` works without installing sitebench.
 sys.path.insert(0, os.path.join(ROOT, "src"))
+from sitebench.run import launchers  # noqa: E402,F401 (registers sitebench-mpirun)
 from sitebench.sites import toolchains  # noqa: E402
 
 ENVIRONS, ENVIRONMENTS = toolchains.for_reframe(
