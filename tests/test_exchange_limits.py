@@ -296,6 +296,6 @@ def test_status_figures_match_du_and_git_count_objects(world):
     )
     assert packed == (int(counts["size-pack"]) + int(counts["size"])) * 1024
     assert 0 < rows["alpha"].packed_bytes <= packed
-    assert rows["alpha"].limits["runs_per_night"] == 12
+    assert rows["alpha"].limits["runs_per_night"] == 100
     shown = beta.cli("exchange", "status")
     assert shown.returncode == 0 and "beta (own)" in shown.stdout, shown.stdout + shown.stderr

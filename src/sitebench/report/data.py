@@ -141,8 +141,8 @@ def _case_details(root, runs, note, progress):
             note(f"{site}/{run}: {why}")
             unreadable.add((site, run))
             continue
-        details += found
-        curves += found_curves
+        details += [_encodable(row) for row in found]
+        curves += [_encodable(row) for row in found_curves]
     return (
         pd.DataFrame(details, columns=DETAIL_COLUMNS),
         pd.DataFrame(curves, columns=CURVES),
@@ -176,6 +176,23 @@ def _specs_text(path, note):
     except runfiles.UnsafeFile as err:
         note(f"{path.parent.name}/{path.name}: {err}; not read")
         return None
+
+
+def _encodable(row):
+    """A row Arrow and pandas can hold, as the store's own cleaning makes its rows: a lone
+    surrogate (JSON allows "\\ud800": a hostile report's name) becomes "?", a value of the
+    wrong type (a partition given as a mapping or a list) becomes null."""
+    return {key: _scalar(value) for key, value in row.items()}
+
+
+def _scalar(value):
+    if isinstance(value, str):
+        return value.encode("utf-8", "replace").decode("utf-8") if _has_surrogate(value) else value
+    return None if isinstance(value, (dict, list, tuple, set)) else value
+
+
+def _has_surrogate(text):
+    return any("\ud800" <= char <= "\udfff" for char in text)
 
 
 def _run_details(path, note, loaded=None):

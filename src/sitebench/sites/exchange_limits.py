@@ -3,8 +3,8 @@ total: ``results: limits:`` of ``site-configs/<site>/site.yaml``, every key opti
 
     results:
       limits:
-        runs_per_night: 12         # in any 24 hours, by this site's clock when it accepts them
-        bytes_per_night: 192MiB    # sizes: a whole number of bytes or with KiB/MiB/GiB
+        runs_per_night: 100        # in any 24 hours, by this site's clock when it accepts them
+        bytes_per_night: 512MiB    # sizes: a whole number of bytes or with KiB/MiB/GiB
         sites:                     # other values for named sites (a centre with a big suite)
           bigcentre: {runs_per_night: 40, bytes_per_night: 1GiB}
       keep_days: 30                # retention of other sites' materialised bulk (optional)
@@ -12,8 +12,10 @@ total: ``results: limits:`` of ``site-configs/<site>/site.yaml``, every key opti
       quarantine_refs: 100         # and never more than this many
 
 The defaults come from a real run of the quick suite (2026-11-27, both toolchains: 521
-files, 3.3 MB) and a night of one to a few runs: a night allows 12 runs of up to 1,000
-files and 16 MiB each; the totals allow about 5 years of 5 such runs a night.
+files, 3.3 MB) and a night of one to a few runs, with room for a site's backlog (two weeks
+of a few runs a night, or a first publish of its earlier runs: 16 in one commit was refused
+at 12): a night allows 100 runs, 60,000 files and 512 MiB (on the partial copy a run costs
+another site about 86 KiB packed); the totals allow about 5 years of 5 runs a night.
 """
 
 import re
@@ -21,9 +23,9 @@ import re
 #: key -> default. ``*_per_night`` counts what was accepted in the last 24 hours.
 DEFAULTS = {
     "commits_per_night": 24,
-    "runs_per_night": 12,
-    "files_per_night": 12_000,
-    "bytes_per_night": 192 * 2**20,
+    "runs_per_night": 100,
+    "files_per_night": 60_000,
+    "bytes_per_night": 512 * 2**20,
     "commits_total": 20_000,
     "runs_total": 10_000,
     "files_total": 6_000_000,
