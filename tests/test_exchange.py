@@ -383,6 +383,17 @@ def _running(pattern):
     return subprocess.run(["pgrep", "-f", pattern], capture_output=True).returncode == 0
 
 
+def _fill(filler):
+    """Write ``filler`` until its file system is full (ENOSPC)."""
+    with open(filler, "wb") as out:
+        try:
+            while True:
+                out.write(b"\0" * 65536)
+                out.flush()
+        except OSError:
+            pass
+
+
 @pytest.mark.reliability_fault
 def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tmp_path):
     world = World(tmp_path)
@@ -398,13 +409,7 @@ def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tm
         with beta.act():
             exchange.open_exchange(None, str(world.bare))
         filler = mnt / "filler"
-        with open(filler, "wb") as out:
-            try:
-                while True:
-                    out.write(b"\0" * 65536)
-                    out.flush()
-            except OSError:
-                pass
+        _fill(filler)
         with pytest.raises((OSError, SitebenchError)):
             beta.pull()
         assert not (beta.results / "alpha" / run).exists()
@@ -413,13 +418,7 @@ def test_pull_onto_a_full_disk_leaves_no_half_run_and_the_next_pull_completes(tm
         assert beta.pull().new == [("alpha", [run])]
         assert not (beta.results / "alpha").exists()  # another site's run stays in git
         # Written out on demand onto a full disk: nothing half written, the next one whole.
-        with open(filler, "wb") as out:
-            try:
-                while True:
-                    out.write(b"\0" * 65536)
-                    out.flush()
-            except OSError:
-                pass
+        _fill(filler)
         with pytest.raises((OSError, SitebenchError)):
             beta.show("alpha", run)
         assert not (beta.results / "alpha" / run).exists()

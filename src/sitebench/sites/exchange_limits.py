@@ -15,7 +15,9 @@ The defaults come from a real run of the quick suite (2026-11-27, both toolchain
 files, 3.3 MB) and a night of one to a few runs, with room for a site's backlog (two weeks
 of a few runs a night, or a first publish of its earlier runs: 16 in one commit was refused
 at 12): a night allows 100 runs, 60,000 files and 512 MiB (on the partial copy a run costs
-another site about 86 KiB packed); the totals allow about 5 years of 5 runs a night.
+another site 86 KiB packed for a 346-file run of 2026-11-25, 111 KiB projected for
+today's 521-file run: perf/results/exchange-20261128T000911Z.json); the totals allow about
+5 years of 5 runs a night.
 """
 
 import re
