@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import math
 import random
 import shutil
 
@@ -385,3 +386,11 @@ def test_sides_holding_disturbed_figures_are_marked(results_root):
     assert sum("disturbed)" in line for line in text.splitlines()) == 1
     assert "\ndisturbed: of the side's runs, measured while other work took" in text
     assert "disturbed" not in render(compare(Side.parse("a"), Side.parse("a")), "a", "a")
+
+
+def test_smallest_p_of_long_histories_matches_the_exact_binomial():
+    # Past 2 x EXACT_MAX_N runs it is computed through log-gamma (5 years of nightly runs
+    # made math.comb's 1,100-digit integers a second of every compare).
+    for n_a, n_b in ((26, 25), (40, 40), (300, 7), (1825, 1825)):
+        exact = 2 / math.comb(n_a + n_b, n_a)
+        assert cmp.smallest_p(n_a, n_b) == pytest.approx(exact, rel=1e-9, abs=1e-300)

@@ -62,8 +62,9 @@ def setup_parser(p):
     p.add_argument(
         "--pair-nights",
         type=int,
-        default=40,
-        help="exchange: nights of the two-site history compare is timed on (default 40)",
+        default=1825,
+        help="exchange: nightly runs of each of the two sites compare and regressions are "
+        "timed on (default 1825: 5 years; made once and kept)",
     )
     p.add_argument(
         "--keep-inputs",

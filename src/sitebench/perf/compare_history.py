@@ -7,8 +7,9 @@ the exchange's per-site log, :data:`sitebench.results.exchange.RUNS_LOG`) and in
 the store's own ``refresh`` (its segments, its compaction, its ``runs.json``), a refresh a
 week. What is left out is git: the runs' three indexed files are handed to the refresh from
 memory instead of read with ``git cat-file`` (that read is the refresh's cost, measured by
-the pull part of the benchmark; here what matters is the index a site holds after 5 years). The history is kept in ``.sitebench/perf-exchange/history-5y/`` (a rerun with the
-same input reuses it).
+the pull part of the benchmark; here what matters is the index a site holds after 5 years).
+The history is kept in ``.sitebench/perf-exchange/history-5y/`` (a rerun with the same
+input reuses it).
 """
 
 import contextlib
@@ -25,7 +26,8 @@ import time
 
 from sitebench.common import paths
 from sitebench.perf import federation
-from sitebench.results import compare, exchange, figures, propose, regress, rundirs, runfiles, store
+from sitebench.results import compare, exchange, figures, propose, regress, rundirs, runfiles
+from sitebench.results import store
 
 NIGHTS = 1825
 SITES = ("site00", "site01")
@@ -74,7 +76,9 @@ class Nights:
         self.report["session_info"]["time_end"] = stamp
         report = json.dumps(self.report).encode()
         files = {**self.files, rundirs.REPORT: report}
-        return run, {rel: data.replace(self.name.encode(), run.encode()) for rel, data in files.items()}
+        return run, {
+            rel: data.replace(self.name.encode(), run.encode()) for rel, data in files.items()
+        }
 
 
 def _real_moves():
@@ -144,7 +148,10 @@ def _build(where, name, nights, progress):
     accepted runs) and its index, made once per input and kept; {seconds, runs}."""
     marker = where / "made.json"
     want = {"nights": nights, "sites": list(SITES), "input": name, "format": FORMAT}
-    if marker.is_file() and json.loads(marker.read_text()).get("params") == want:
+    indexed = all(
+        (store.store_dir(where / "results") / site / "runs.json").is_file() for site in SITES
+    )  # the index is found by the results directory's path: a moved one is made anew
+    if indexed and marker.is_file() and json.loads(marker.read_text()).get("params") == want:
         return json.loads(marker.read_text())
     shutil.rmtree(where, ignore_errors=True)
     root = where / "results"
@@ -245,11 +252,10 @@ def _measure(where, rounds, progress):
         for name, args in commands.items():
             times[name].append(_cli_seconds(root, *args)[0])
     for name, spent in times.items():
-        progress(f"  {name} over {NIGHTS} nights of two sites: {statistics.median(spent):.2f} s")
+        progress(f"  {name} over two sites' history: {statistics.median(spent):.2f} s")
     con = store.connect(store.store_dir(root), list(SITES))
     counted = con.execute("SELECT count(*) FROM figures").fetchone()[0]
     return {
-        "nights": NIGHTS,
         "rows": rows,
         "figures": counted,
         "times_s": times,

@@ -18,8 +18,11 @@ what it was projected from). Measured, through the public functions only (``exch
   site's ``pull`` of it (and of that the verification), the store's refresh after it, and a
   refresh with nothing new (what the history costs every refresh, for the projection);
 * the shared repository, packed (``git repack -a -d``), per run, and the night's own pack;
-* ``compare`` of two sites, on a two-site history at ``pair_nights`` / 2 and ``pair_nights``
-  nights, projected linearly to 5 years (1,825 nights);
+* ``compare``, ``regressions`` and ``references`` of two sites over ``pair_nights`` (default
+  1,825: 5 years) nightly runs each (:mod:`sitebench.perf.compare_history`: the real input
+  run night after night, indexed by the store's own refresh), measured, as library calls and
+  as ``./sitebench compare`` / ``regressions``; that index's bytes per site are the store's
+  part of a site's disk at 5 years;
 * ``show SITE/RUN`` of one run's bulk, when the exchange keeps bulk on demand (a pull that
   writes every run's files has nothing to show: recorded as not applicable).
 """
@@ -33,9 +36,9 @@ import sys
 import time
 
 from sitebench.common import paths
-from sitebench.perf import federation
+from sitebench.perf import compare_history, federation
 from sitebench.perf.measure import now, ratio
-from sitebench.results import compare, exchange, store, trust, verify
+from sitebench.results import exchange, store, trust, verify
 
 GOALS = {
     "disk_gb_5y": 20.0,
@@ -217,55 +220,17 @@ def _show_seconds(root, site, run):
     return spent
 
 
-def _compare_seconds(root, rounds):
-    a = compare.Side.parse("site00", root)
-    b = compare.Side.parse("site01", root)
-    compare.compare(a, b, results_root=root)  # the first call also imports and warms up
-    times = []
-    for _ in range(rounds):
-        t0 = time.perf_counter()
-        table = compare.compare(a, b, results_root=root)
-        times.append(time.perf_counter() - t0)
-    if not len(table):
-        raise RuntimeError("compare of the two synthetic sites found no common figure")
-    return times, len(table)
+def _compare_history(base, pair_nights, rounds, progress):
+    """compare, regressions and references of two sites over ``pair_nights`` nightly runs
+    each (:mod:`sitebench.perf.compare_history`), as library calls and through the CLI."""
+    where = base / ("history-5y" if pair_nights == FIVE_YEARS else f"history-{pair_nights}")
+    name = federation.pair()[0]
+    made = compare_history.build(where, name, pair_nights, progress)
+    measured = compare_history.measure(where, rounds, progress)
+    return {**measured, "nights": pair_nights, "build_s": made["build_s"]}
 
 
-def _pair(base, tmpl, pair_nights, keys, rounds, progress):
-    """compare of two sites at pair_nights / 2 and pair_nights nights of history."""
-    where = base / "pair"
-    shutil.rmtree(where, ignore_errors=True)
-    bare, root = where / "shared.git", where / "site-x"
-    where.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
-    points = []
-    half = pair_nights // 2
-    for nights in (range(0, half), range(half, pair_nights)):
-        for start in range(nights.start, nights.stop, 10):
-            _history(
-                bare, tmpl, range(start, min(nights.stop, start + 10)), range(2), keys, progress
-            )
-        _pull_and_index(root, bare)
-        times, rows = _compare_seconds(root, rounds)
-        points.append({"nights": nights.stop, "times_s": times, "rows": rows})
-        progress(f"  compare over {nights.stop} nights: {statistics.median(times):.2f} s")
-    (n1, t1), (n2, t2) = [(p["nights"], statistics.median(p["times_s"])) for p in points]
-    shutil.rmtree(where, ignore_errors=True)
-    return {"points": points, "per_night_s": (t2 - t1) / (n2 - n1)}
-
-
-def project_compare(pair, refresh_per_run):
-    """compare over 5 years: its time at the longer history plus, per night more, the
-    larger of its own growth between the two histories and what its refresh of two sites
-    costs per night held (a refresh with nothing new, per run held, measured on the
-    federation's history where it stands well above the noise of a short one)."""
-    n2 = pair["points"][-1]["nights"]
-    t2 = statistics.median(pair["points"][-1]["times_s"])
-    per_night = max(pair["per_night_s"], 2 * refresh_per_run)
-    return t2 + per_night * (FIVE_YEARS - n2)
-
-
-def bench(rounds=3, sites=100, nights=3, pair_nights=40, progress=print):
+def bench(rounds=3, sites=100, nights=3, pair_nights=FIVE_YEARS, progress=print):
     base = paths.state_dir() / "perf-exchange"
     base.mkdir(parents=True, exist_ok=True)
     saved = {k: os.environ.get(k) for k in ENV}
@@ -336,7 +301,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
     runs_now = sites * (nights + rounds)
     after = disk(root)
     show_s = _show_seconds(root, "site01", federation.run_name(info["next_night"] - 1, 1))
-    pair = _pair(base, tmpl, pair_nights, keys, rounds, progress)
+    pair = _compare_history(base, pair_nights, rounds, progress)
     per_run = {
         part: {k: v / runs_now for k, v in after[part].items()} for part in ("results", "exchange")
     }
@@ -344,8 +309,9 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
     site_files = per_run["results"]["files"] + per_run["exchange"]["files"]
     history_nights = nights + rounds
     unchanged = statistics.median(times["refresh_unchanged"])
-    pair["refresh_per_run_s"] = unchanged / runs_now
-    pair["projected_5y_s"] = project_compare(pair, unchanged / runs_now)
+    # The store's own bytes at 5 years: its index is one folder per site, so the two-site
+    # history's bytes per site times the sites (per night held, if it is shorter).
+    store_5y = statistics.mean(pair["store_bytes"].values()) * sites * FIVE_YEARS / pair_nights
     refresh_1y = [r + unchanged * (sites * YEAR - runs_now) / runs_now for r in times["refresh"]]
     result = {
         "benchmark": "exchange",
@@ -376,7 +342,8 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
         "refresh_1y_s": refresh_1y,
         "disk_after": after,
         "disk_per_run": per_run,
-        "disk_5y_bytes": site_bytes * sites * FIVE_YEARS,
+        "disk_5y_bytes": site_bytes * sites * FIVE_YEARS + store_5y,
+        "store_5y_bytes": store_5y,
         "files_5y": site_files * sites * FIVE_YEARS,
         "disk_1y_bytes": site_bytes * sites * YEAR,
         "files_1y": site_files * sites * YEAR,
@@ -405,13 +372,33 @@ def _ratios(result):
         "first pull of 1 year (projected) / 10 min": one(
             result["first_pull"]["projected_1y_s"], g["first_pull_1y_s"]
         ),
-        "compare over 5 years (projected) / 2 s": one(
-            result["compare"]["projected_5y_s"], g["compare_5y_s"]
-        ),
     }
+    r.update(_compare_ratios(result["compare"]))
     if result["show_s"] is not None:
         r["show SITE/RUN / 5 s"] = one(result["show_s"], g["show_s"])
     return r
+
+
+#: The commands timed over the two-site history, by their ratio's name at 5 years.
+HISTORY_RATIOS = {
+    "compare": "compare over 5 years / 2 s",
+    "compare_cli": "./sitebench compare over 5 years / 2 s",
+    "regressions": "regressions over 5 years / 2 s",
+    "regressions_cli": "./sitebench regressions over 5 years / 2 s",
+}
+
+
+def _compare_ratios(c):
+    """The compare goal's ratios: measured over 5 years (or projected, in the files kept
+    before the history was measured whole; a shorter history has none)."""
+    if "projected_5y_s" in c:
+        return {"compare over 5 years (projected) / 2 s": ratio([c["projected_5y_s"]], [2.0])}
+    if c["nights"] != FIVE_YEARS:
+        return {}
+    return {
+        name: ratio(c["times_s"][key], [GOALS["compare_5y_s"]] * len(c["times_s"][key]))
+        for key, name in HISTORY_RATIOS.items()
+    }
 
 
 def _input_line(inp):
@@ -465,22 +452,18 @@ def render(result):
         f"projected: {sites} x 1 year {result['disk_1y_bytes'] / 1e9:.1f} GB in "
         f"{result['files_1y'] / 1e6:.2f} M files; x 5 years {result['disk_5y_bytes'] / 1e9:.1f} "
         f"GB in {result['files_5y'] / 1e6:.2f} M files"
+        + (
+            f" (of which the store's index {result['store_5y_bytes'] / 1e9:.2f} GB)"
+            if "store_5y_bytes" in result
+            else ""
+        )
     )
     t = result["times_s"]
     lines.append(f"{'per night of ' + str(sites) + ' sites':<28}{'median s':>10}{'min-max s':>16}")
     for name in ("pull", "verify", "refresh", "refresh_unchanged"):
         v = t[name]
         lines.append(f"{name:<28}{statistics.median(v):>10.2f}{f'{min(v):.2f}-{max(v):.2f}':>16}")
-    c = result["compare"]
-    points = ", ".join(
-        f"{p['nights']} nights {statistics.median(p['times_s']):.2f} s" for p in c["points"]
-    )
-    held = c.get("refresh_per_run_s")
-    lines.append(
-        f"compare of two sites: {points}; {c['per_night_s'] * 1000:.2f} ms a night"
-        + (f" (its refresh of two sites: {2 * held * 1000:.2f} ms a night held)" if held else "")
-        + f", projected to {FIVE_YEARS} nights: {c['projected_5y_s']:.2f} s"
-    )
+    lines += _compare_lines(result["compare"])
     show = result["show_s"]
     lines.append(
         "show SITE/RUN: "
@@ -494,6 +477,35 @@ def render(result):
 
     lines += render_ratios(result["ratios"])
     return "\n".join(lines)
+
+
+def _compare_lines(c):
+    if "points" in c:  # a file kept before the history was measured whole
+        points = ", ".join(
+            f"{p['nights']} nights {statistics.median(p['times_s']):.2f} s" for p in c["points"]
+        )
+        held = c.get("refresh_per_run_s")
+        return [
+            f"compare of two sites: {points}; {c['per_night_s'] * 1000:.2f} ms a night"
+            + (
+                f" (its refresh of two sites: {2 * held * 1000:.2f} ms a night held)"
+                if held
+                else ""
+            )
+            + f", projected to {FIVE_YEARS} nights: {c['projected_5y_s']:.2f} s"
+        ]
+    stores = ", ".join(f"{site} {b / 2**20:.1f} MiB" for site, b in c["store_bytes"].items())
+    lines = [
+        f"two sites x {c['nights']} nights ({c['figures']:,} figures; made in "
+        f"{c['build_s']:.0f} s; the store's index: {stores}, "
+        f"{max(c['segments'].values())} segments a site); median s [min-max]:"
+    ]
+    for name, times in c["times_s"].items():
+        shown = f"./sitebench {name[:-4]}" if name.endswith("_cli") else f"{name} (library)"
+        lines.append(
+            f"  {shown:<34}{statistics.median(times):>8.2f}  [{min(times):.2f}-{max(times):.2f}]"
+        )
+    return lines
 
 
 #: The goals of the earlier benchmark's kept files (10 sites, publish timed too).
