@@ -193,7 +193,8 @@ def query(con, a_where, b_where, job_wall=False):
         WHERE {cond_b} AND isfinite(value) {wall}
     ), keyed AS (
         -- One 64-bit key per figure: grouping and ranking on it instead of four strings
-        -- (6x faster over 5 years of two sites).
+        -- (6x faster over 5 years of two sites; two of a thousand figures sharing a hash:
+        -- about 3e-14).
         SELECT hash({keys}) AS k, * FROM sel
     ), stats AS (
         SELECT k, any_value("check") AS "check", any_value(params) AS params,
