@@ -58,7 +58,7 @@ def _figures(rows):
 
 
 def _sides(row, first, second):
-    keys = ("check", "figure", "parameters", "problem", "unit")
+    keys = ("check", "params", "problem", "figure", "unit")
     return json.dumps([row.get(k) for k in (*keys, first, second)], sort_keys=True, default=str)
 
 
