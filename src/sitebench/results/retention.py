@@ -201,9 +201,11 @@ def _same_as_history(ex, run_dir, tree):
             if listed.get(rel) != blob:
                 return f"{rel} is not in the exchange's history with these bytes"
     missing = ex._missing(tree)
-    lacking = [rel for rel, blob in listed.items() if blob in missing and rel.startswith(
-        exchange.INDEX_PATHS
-    )]
+    lacking = [
+        rel
+        for rel, blob in listed.items()
+        if blob in missing and rel.startswith(exchange.INDEX_PATHS)
+    ]
     if lacking:
         return f"{lacking[0]} is not in the exchange copy here (its figures would be lost)"
     return ""
