@@ -253,7 +253,7 @@ def test_prune_brings_a_site_pulled_by_an_older_version_to_the_new_footprint(wor
     hash-object) to its accepted tree, keeps a copy that differs and says so, never touches
     the site's own runs; the figures stay, now read from git, and show gives the bytes back."""
     alpha, beta = world.site("alpha"), world.site("beta")
-    runs = [alpha.new_run() for _ in range(3)]
+    runs = [alpha.new_run() for _ in range(4)]
     assert alpha.publish().published
     own = beta.new_run()
     assert beta.publish().published
@@ -264,14 +264,15 @@ def test_prune_brings_a_site_pulled_by_an_older_version_to_the_new_footprint(wor
     changed.write_bytes(changed.read_bytes().replace(b"{", b"{ ", 1))  # same JSON, other bytes
     own_before = tree_bytes(beta.results / "beta" / own)
     alpha_files = sum(1 for p in (beta.results / "alpha").rglob("*") if p.is_file())
-    assert alpha_files == 3 * RUN_FILES
+    assert alpha_files == 4 * RUN_FILES
+    (beta.results / "alpha" / runs[2] / "output" / "link").symlink_to(world.bare / "HEAD")
     # Indexed from their files, as the older version left them.
     figures_before = {site: _figures(beta, site) for site in ("alpha", "beta")}
     assert figures_before["alpha"] > 0
     # A first prune keeping 30 days logs the runs and drops none (the copies are new); the
     # store, refreshed after it, reads the log past them (they stay indexed from disk).
     young = beta.cli("exchange", "prune", "--days", "30")
-    assert "logged 3 run(s) of other sites that an earlier version pulled" in young.stdout
+    assert "logged 4 run(s) of other sites that an earlier version pulled" in young.stdout
     assert "dropped 0 copies" in young.stdout, young.stdout + young.stderr
     assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
 
@@ -279,7 +280,8 @@ def test_prune_brings_a_site_pulled_by_an_older_version_to_the_new_footprint(wor
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "dropped 2 copies of other sites' runs older than 0 day(s)" in proc.stdout
     assert f"kept alpha/{runs[1]}: report.json is not in the exchange's history" in proc.stdout
-    assert sorted(p.name for p in (beta.results / "alpha").iterdir()) == [runs[1]]
+    assert f"kept alpha/{runs[2]}: output/link is not a regular file" in proc.stdout
+    assert sorted(p.name for p in (beta.results / "alpha").iterdir()) == sorted(runs[1:3])
     assert tree_bytes(beta.results / "beta" / own) == own_before
     # The figures of the dropped copies are read from the exchange's objects now.
     assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before

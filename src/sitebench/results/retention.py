@@ -187,15 +187,23 @@ def _same_as_history(ex, run_dir, tree):
     for path in sorted(run_dir.rglob("*")):
         if path.is_symlink() or not (path.is_file() or path.is_dir()):
             return f"{path.relative_to(run_dir).as_posix()} is not a regular file"
+        if "\n" in path.name:  # git hash-object reads one path a line
+            return f"{path.relative_to(run_dir).as_posix()!r} has a newline in its name"
         if path.is_file():
             files.append(path)
     if files:
-        hashed = ex.git(
-            "hash-object",
-            "--no-filters",
-            "--stdin-paths",
-            stdin="".join(f"{p}\n" for p in files),
-        ).stdout.split()
+        try:
+            hashed = ex.git(
+                "hash-object",
+                "--no-filters",
+                "--stdin-paths",
+                stdin="".join(f"{p}\n" for p in files),
+                check=False,
+            ).stdout.split()
+        except UnicodeError:
+            hashed = []
+        if len(hashed) != len(files):
+            return "git hash-object could not hash every file of it (a name not UTF-8?)"
         for path, blob in zip(files, hashed):
             rel = path.relative_to(run_dir).as_posix()
             if listed.get(rel) != blob:
