@@ -203,10 +203,8 @@ def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, ca
     assert [(s, r) for s, r, _, _ in done.dropped] == [("alpha", old)]
     assert [(s, r) for s, r, _ in done.kept] == [("alpha", changed)]
     assert "not in the exchange's history with these bytes" in done.kept[0][2]
-    kept_files = {p.split("/")[0] for p in tree_bytes(beta.results / "alpha" / old)}
-    assert kept_files == {"report.json", "provenance", "perflogs"} & {
-        p.split("/")[0] for p in tree_bytes(TEMPLATE)
-    }
+    # The copy went whole: its figures and provenance are read from the exchange's objects.
+    assert not (beta.results / "alpha" / old).exists()
     assert tree_bytes(beta.results / "beta" / own) == own_before
     assert tree_bytes(beta.results / "alpha" / recent) == tree_bytes(TEMPLATE)
     assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
@@ -219,9 +217,83 @@ def test_prune_drops_old_bulk_of_other_sites_never_own_runs_or_figures(world, ca
     configure(world, "beta", "results:\n  keep_days: 30\n")
     _age(beta.results / "alpha" / old, 40)
     pulled = beta.cli("pull", "--site", "beta")
-    assert "retention (keep_days 30): dropped the bulk of 1 run(s)" in pulled.stdout, pulled
-    assert not (beta.results / "alpha" / old / "output").exists()
+    assert "retention (keep_days 30): dropped 1 copies of other sites' runs" in pulled.stdout
+    assert not (beta.results / "alpha" / old).exists()
     assert tree_bytes(beta.results / "beta" / own) == own_before
+
+
+def _as_an_older_version_pulled(site):
+    """``site``'s exchange copy as versions before the partial copy made it: a full bare
+    copy of the remote (every blob), its history accepted, no runs log, and every run of
+    the other sites written as files into results/ (exported from the accepted tree)."""
+    copy = site.results / exchange.EXCHANGE_DIR
+    subprocess.run(["git", "init", "-q", "--bare", str(copy)], check=True)
+    for key, value in (("remote", str(site.world.bare)), ("branch", "main"), ("prefix", "")):
+        git(copy, "config", f"sitebench.{key}", value)
+    git(copy, "config", "sitebench.site", site.name)
+    git(copy, "fetch", "-q", str(site.world.bare), f"+main:{exchange.ACCEPTED}")
+    for other in git(copy, "ls-tree", "-d", "--name-only", exchange.ACCEPTED).stdout.split():
+        if other == site.name:
+            continue
+        tree = f"{exchange.ACCEPTED}:{other}"
+        for run in git(copy, "ls-tree", "--name-only", tree).stdout.split():
+            dest = site.results / other / run
+            dest.mkdir(parents=True)
+            archive = subprocess.run(
+                ["git", "--git-dir", str(copy), "archive", f"{tree}/{run}"],
+                capture_output=True,
+                check=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+
+
+def test_prune_brings_a_site_pulled_by_an_older_version_to_the_new_footprint(world):
+    """A site whose older sitebench wrote every run of the other sites as files: prune logs
+    those runs from the accepted history, drops each copy whose every file hashes (git
+    hash-object) to its accepted tree, keeps a copy that differs and says so, never touches
+    the site's own runs; the figures stay, now read from git, and show gives the bytes back."""
+    alpha, beta = world.site("alpha"), world.site("beta")
+    runs = [alpha.new_run() for _ in range(4)]
+    assert alpha.publish().published
+    own = beta.new_run()
+    assert beta.publish().published
+    shutil.rmtree(beta.results / exchange.EXCHANGE_DIR)
+    _as_an_older_version_pulled(beta)
+    assert sorted(p.name for p in (beta.results / "alpha").iterdir()) == sorted(runs)
+    changed = beta.results / "alpha" / runs[1] / "report.json"
+    changed.write_bytes(changed.read_bytes().replace(b"{", b"{ ", 1))  # same JSON, other bytes
+    own_before = tree_bytes(beta.results / "beta" / own)
+    alpha_files = sum(1 for p in (beta.results / "alpha").rglob("*") if p.is_file())
+    assert alpha_files == 4 * RUN_FILES
+    (beta.results / "alpha" / runs[2] / "output" / "link").symlink_to(world.bare / "HEAD")
+    # Indexed from their files, as the older version left them.
+    figures_before = {site: _figures(beta, site) for site in ("alpha", "beta")}
+    assert figures_before["alpha"] > 0
+    # A first prune keeping 30 days logs the runs and drops none (the copies are new); the
+    # store, refreshed after it, reads the log past them (they stay indexed from disk).
+    young = beta.cli("exchange", "prune", "--days", "30")
+    assert "logged 4 run(s) of other sites that an earlier version pulled" in young.stdout
+    assert "dropped 0 copies" in young.stdout, young.stdout + young.stderr
+    assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
+
+    proc = beta.cli("exchange", "prune", "--days", "0")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "dropped 2 copies of other sites' runs older than 0 day(s)" in proc.stdout
+    assert f"kept alpha/{runs[1]}: report.json is not in the exchange's history" in proc.stdout
+    assert f"kept alpha/{runs[2]}: output/link is not a regular file" in proc.stdout
+    assert sorted(p.name for p in (beta.results / "alpha").iterdir()) == sorted(runs[1:3])
+    assert tree_bytes(beta.results / "beta" / own) == own_before
+    # The figures of the dropped copies are read from the exchange's objects now.
+    assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
+    # A second prune finds nothing more to log or drop, and keeps the differing copy again.
+    again = beta.cli("exchange", "prune", "--days", "0")
+    assert "logged" not in again.stdout and "dropped 0 copies" in again.stdout, again.stdout
+    assert f"kept alpha/{runs[1]}" in again.stdout
+    # Each dropped run comes back on demand, byte for byte.
+    shown = beta.cli("show", f"alpha/{runs[0]}")
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert tree_bytes(beta.results / "alpha" / runs[0]) == tree_bytes(TEMPLATE)
+    assert {site: _figures(beta, site) for site in ("alpha", "beta")} == figures_before
 
 
 def test_prune_drops_old_quarantine_and_gc_drops_the_objects_no_ref_reaches(world):

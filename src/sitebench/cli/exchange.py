@@ -27,7 +27,7 @@ example = """
   ./sitebench exchange accepted                 # the commit a joining site pins (pull --expect)
   ./sitebench exchange altered local            # runs changed after they were indexed
   ./sitebench exchange status                   # runs, bytes on disk and packed, per site
-  ./sitebench exchange prune --days 30          # drop other sites' outputs older than 30 days
+  ./sitebench exchange prune --days 30          # drop other sites' run copies older than 30 days
   ./sitebench exchange refill beta/20261122T111440Z-ebb65a   # its outputs back
 """
 
@@ -63,13 +63,13 @@ def setup_parser(p):
     )
     prune = sub.add_parser(
         "prune",
-        help="drop other sites' run bulk older than N days (figures and provenance stay) "
-        "and old quarantine",
+        help="drop copies of other sites' runs older than N days (identical to the exchange's; "
+        "figures and provenance stay there) and old quarantine",
     )
     prune.add_argument(
-        "--days", type=int, help="keep bulk materialised in the last N days (default: keep_days)"
+        "--days", type=int, help="keep copies written in the last N days (default: keep_days)"
     )
-    refill = sub.add_parser("refill", help="write back a run's bulk dropped by prune")
+    refill = sub.add_parser("refill", help="write back a run (or its bulk) dropped by prune")
     refill.add_argument("run", metavar="SITE/RUN")
 
 
@@ -217,10 +217,16 @@ def _prune(args):
     done = retention.prune(ex, days)
     freed = sum(size for *_, size, _ in done.dropped)
     files = sum(n for *_, n in done.dropped)
+    if done.backfilled:
+        print(
+            f"logged {len(done.backfilled)} run(s) of other sites that an earlier version "
+            "pulled as files, from the accepted history"
+        )
     print(
-        f"dropped the bulk of {len(done.dropped)} run(s) of other sites older than {days} "
-        f"day(s): {_mib(freed)} MiB in {files} files (figures and provenance kept; "
-        "./sitebench exchange refill SITE/RUN writes a run's back)"
+        f"dropped {len(done.dropped)} copies of other sites' runs older than {days} "
+        f"day(s): {_mib(freed)} MiB in {files} files, each identical to its accepted tree "
+        "(figures and provenance are read from the exchange; ./sitebench show SITE/RUN "
+        "writes a run again)"
     )
     for site, run, why in done.kept:
         print(f"kept {site}/{run}: {why}")

@@ -47,8 +47,8 @@ def _retention(site):
         if done.dropped:
             freed = sum(size for *_, size, _ in done.dropped)
             print(
-                f"retention (keep_days {keep_days}): dropped the bulk of {len(done.dropped)} "
-                f"run(s) of other sites, {freed / 2**20:.1f} MiB"
+                f"retention (keep_days {keep_days}): dropped {len(done.dropped)} copies of "
+                f"other sites' runs, {freed / 2**20:.1f} MiB"
             )
 
 

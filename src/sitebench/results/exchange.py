@@ -511,6 +511,7 @@ class Exchange:
                 "read it there, or move it aside to write the accepted run again",
             )
         files = self.tree_files(tree)
+        self._judge_total(tree, files, rules, f"{site}/{run}")
         self._fetch_run(tree, rules, f"{site}/{run}")
         self._check_run_sizes(tree, files, rules, f"{site}/{run}")
         site_dir.mkdir(parents=True, exist_ok=True)
@@ -537,6 +538,40 @@ class Exchange:
         """The blobs of a tree this copy does not hold (asked without fetching them)."""
         out = self.read("rev-list", "--objects", "--missing=print", tree).stdout.decode()
         return {line[1:].strip() for line in out.splitlines() if line.startswith("?")}
+
+    def _judge_total(self, tree, files, rules, shown):
+        """Refuse a run over the per-run cap before a byte of its bulk is fetched: the sizes
+        of the blobs held here from this copy, those of the others asked of the remote
+        (protocol v2 ``object-info``, :func:`_remote_sizes`), each blob once. A remote that
+        cannot say (not a path here) leaves the judgement to after the fetch, where every
+        file is under the per-file cap (:meth:`_check_run_sizes`)."""
+        blobs = sorted({blob for _, mode, blob in files if mode in verify.REGULAR_MODES})
+        missing = self._missing(tree)
+        held = [b for b in blobs if b not in missing]
+        sizes = {}
+        if held:
+            out = self.read("cat-file", "--batch-check", stdin=_lines(held)).stdout.decode()
+            for line in out.splitlines():
+                fields = line.split()
+                if len(fields) == 3 and fields[2].isdigit():
+                    sizes[fields[0]] = int(fields[2])
+        asked = [b for b in blobs if b in missing]
+        if asked:
+            remote = _remote_sizes(self.setting_of(f"remote.{PROMISOR}.url"), asked)
+            if remote is None:
+                return
+            sizes.update(remote)
+        count = {}
+        for _, _, blob in files:
+            count[blob] = count.get(blob, 0) + 1
+        total = sum(sizes.get(blob, 0) * n for blob, n in count.items())
+        if total > rules.max_run:
+            raise SitebenchError(
+                f"{shown} is {total} bytes in {len(files)} files, over the cap of "
+                f"{rules.max_run} per run (sizes asked before fetching); nothing fetched, "
+                "nothing written",
+                "its site published what the exchange refuses: tell its admins",
+            )
 
     def _fetch_run(self, tree, rules, shown):
         """Bring the blobs of a run's tree this copy lacks, in one fetch of the tree with a
@@ -759,6 +794,50 @@ def results_settings(site):
 
 def _lines(items):
     return "".join(f"{item}\n" for item in items).encode()
+
+
+def _pkt(text):
+    data = text.encode()
+    return b"%04x" % (len(data) + 4) + data
+
+
+def _remote_sizes(remote, blobs):
+    """{blob: size} of ``blobs`` as the remote holds them, without fetching one: git's
+    protocol v2 ``object-info`` command, asked of the remote's ``upload-pack`` run here
+    (a path; told to answer it as ``exchange init-remote`` sets up its repositories). None
+    when it cannot be asked (a remote elsewhere: git 2.39's client has no command for it)
+    or does not answer."""
+    if not remote or not _is_local(remote):
+        return None
+    path = remote[len("file://") :] if remote.startswith("file://") else remote
+    request = _pkt("command=object-info\n") + b"0001" + _pkt("size\n")
+    request += b"".join(_pkt(f"oid {blob}\n") for blob in blobs) + b"0000"
+    proc = subprocess.run(
+        [
+            "git",
+            "-c",
+            "transfer.advertiseObjectInfo=true",
+            "upload-pack",
+            "--stateless-rpc",
+            path,
+        ],
+        input=request,
+        capture_output=True,
+        env={**os.environ, "GIT_PROTOCOL": "version=2"},
+    )
+    if proc.returncode != 0:
+        return None
+    sizes, out, at = {}, proc.stdout, 0
+    while at + 4 <= len(out):
+        length = int(out[at : at + 4], 16)
+        if length < 4:
+            at += 4
+            continue
+        line = out[at + 4 : at + length].decode(errors="replace").split()
+        at += length
+        if len(line) == 2 and line[1].isdigit():
+            sizes[line[0]] = int(line[1])
+    return sizes if set(sizes) >= set(blobs) else None
 
 
 def _is_local(remote):

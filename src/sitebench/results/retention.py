@@ -1,20 +1,24 @@
 """What this site keeps on disk of other sites' runs, chosen by the site, and what it costs.
 
-A run of another site materialised under ``results/<site>/<run>/`` (pulled whole by older
-versions, or written on demand) is its figures and provenance (``report.json``,
-``provenance/``, ``perflogs/``: what the store indexes and a reader audits, never dropped)
-plus its bulk (``output/`` and anything else, most of a run's files and bytes). The bulk
-stays in the exchange's git objects, so once it is older than ``keep_days`` (``results:``
-in site.yaml, or ``./sitebench exchange prune --days N``) it is dropped from disk and
-:func:`refill` writes it back byte for byte from those objects.
+A run of another site materialised under ``results/<site>/<run>/`` (written on demand by
+``./sitebench show``, or pulled whole by a version before the partial copy) is a copy of its
+accepted tree: the store reads its figures and provenance from the exchange's git objects,
+and ``show`` writes it again byte for byte. So once it is older than ``keep_days``
+(``results:`` in site.yaml, or ``./sitebench exchange prune --days N``) the copy goes whole,
+after every file of it was hashed (``git hash-object``) and found in the accepted tree with
+these bytes, and the tree's figures and provenance were found in the copy (the store reads
+them from there at its next refresh).
+
+Back-fill: a copy made by a version before the runs log (every accepted run written as files,
+no ``sitebench-runs/``) has its accepted runs logged from the accepted history first
+(:func:`backfill_log`), so the same prune brings such a site to the new footprint.
 
 Never dropped: a run of this site (the exchange's ``sitebench.site``, or any site whose
 signing key is on this machine), a run the code's checkout tracks, a run the exchange's
 accepted history does not hold, and a run whose files differ from that history (a run
-dropped here must come back exactly as it was).
+dropped here must come back exactly as it was): each kept one is named, with why.
 """
 
-import hashlib
 import os
 import shutil
 import stat
@@ -24,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
+from sitebench.common.names import check_name
 from sitebench.results import exchange, limits, quarantine, trust, verify
 from sitebench.results.rundirs import run_dirs, site_dirs
 
@@ -40,11 +45,6 @@ def own_sites(ex):
     if keys.is_dir():
         own |= {p.name for p in keys.iterdir() if p.is_file() and not p.suffix}
     return own
-
-
-def accepted_runs(ex):
-    """{site: {run}} of the other sites' runs accepted here."""
-    return {site: set(runs) for site, runs in ex.accepted_runs().items()}
 
 
 def tree_runs(ex):
@@ -171,33 +171,102 @@ def status(ex):
 class Pruned:
     dropped: list = field(default_factory=list)  # (site, run, bytes, files)
     kept: list = field(default_factory=list)  # (site, run, why)
+    backfilled: list = field(default_factory=list)  # (site, run) logged from the history
     refs_dropped: int = 0
     packed_before: int = 0
     packed_after: int = 0
     seconds: float = 0.0
 
 
-def _blob_id(path):
-    data = path.read_bytes()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
-def _same_as_history(ex, site, run, entries):
-    """Why the bulk ``entries`` of a run cannot be written back as they are ("" when every
-    file there is in the accepted run's tree with these bytes)."""
-    tree, _ = ex.accepted_runs(site)[site][run]
-    tree = {rel: blob for rel, _, blob in ex.tree_files(tree)}
-    for entry in entries:
-        walk = [entry] if not entry.is_dir() or entry.is_symlink() else entry.rglob("*")
-        for path in walk:
-            if path.is_symlink() or not (path.is_file() or path.is_dir()):
-                return f"{path.name} is not a regular file"
-            if path.is_dir():
-                continue
-            rel = path.relative_to(entry.parent).as_posix()
-            if tree.get(rel) != _blob_id(path):
+def _same_as_history(ex, run_dir, tree):
+    """Why the copy ``run_dir`` of an accepted run cannot go ("" when every file there is in
+    the run's accepted ``tree`` with these bytes, hashed by ``git hash-object``, and the
+    tree's figures and provenance are in the exchange copy for the store to read)."""
+    listed = {rel: blob for rel, _, blob in ex.tree_files(tree)}
+    files = []
+    for path in sorted(run_dir.rglob("*")):
+        if path.is_symlink() or not (path.is_file() or path.is_dir()):
+            return f"{path.relative_to(run_dir).as_posix()} is not a regular file"
+        if "\n" in path.name:  # git hash-object reads one path a line
+            return f"{path.relative_to(run_dir).as_posix()!r} has a newline in its name"
+        if path.is_file():
+            files.append(path)
+    if files:
+        try:
+            hashed = ex.git(
+                "hash-object",
+                "--no-filters",
+                "--stdin-paths",
+                stdin="".join(f"{p}\n" for p in files),
+                check=False,
+            ).stdout.split()
+        except UnicodeError:
+            hashed = []
+        if len(hashed) != len(files):
+            return "git hash-object could not hash every file of it (a name not UTF-8?)"
+        for path, blob in zip(files, hashed):
+            rel = path.relative_to(run_dir).as_posix()
+            if listed.get(rel) != blob:
                 return f"{rel} is not in the exchange's history with these bytes"
+    missing = ex._missing(tree)
+    lacking = [
+        rel
+        for rel, blob in listed.items()
+        if blob in missing and rel.startswith(exchange.INDEX_PATHS)
+    ]
+    if lacking:
+        return f"{lacking[0]} is not in the exchange copy here (its figures would be lost)"
     return ""
+
+
+def backfill_log(ex):
+    """Log the other sites' runs of the accepted history that the runs log lacks (a copy
+    made before the log, whose pulls wrote every run as files): each with its tree in the
+    commit that added it, refused commits left out. [(site, run)] logged."""
+    accepted, prefix = ex.rev(exchange.ACCEPTED), ex.setting("prefix", "")
+    if not accepted:
+        return []
+    logged = ex.accepted_runs()
+    own = own_sites(ex)
+    refused = ex._quarantined_commits()
+    out = ex.git(
+        "-c",
+        "core.quotePath=false",
+        "log",
+        "--no-renames",
+        "--diff-filter=A",
+        "--name-only",
+        "--format=commit %H",
+        accepted,
+        "--",
+        prefix or ".",
+    ).stdout
+    taken, seen, commit = [], set(), None
+    for line in out.splitlines():
+        if line.startswith("commit "):
+            commit = line.split()[1]
+            continue
+        parts = line[len(prefix) :].split("/") if line.startswith(prefix) else []
+        if len(parts) < 3 or commit in refused:
+            continue
+        site, run = parts[0], parts[1]
+        if (site, run) in seen or site in own or run in logged.get(site, {}):
+            continue
+        if not (verify.SITE_NAME.fullmatch(site) and verify.RUN_NAME.fullmatch(run)):
+            continue
+        seen.add((site, run))
+        taken.append((site, run, commit))
+    # Each run's tree as the commit that added it holds it, all in one git call.
+    named = "".join(f"{commit}:{prefix}{site}/{run}\n" for site, run, commit in taken)
+    trees = ex.git("cat-file", "--batch-check=%(objectname) %(objecttype)", stdin=named)
+    taken = [
+        (site, run, line.split()[0], commit)
+        for (site, run, commit), line in zip(taken, trees.stdout.splitlines())
+        if line.endswith(" tree")
+    ]
+    if taken:
+        ex._log_runs(taken)
+    return [(site, run) for site, run, _, _ in taken]
 
 
 def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
@@ -208,7 +277,8 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
     done = Pruned(packed_before=packed_bytes(ex))
     results = ex.results_root
     own = own_sites(ex)
-    held = accepted_runs(ex)
+    done.backfilled = backfill_log(ex)
+    held = ex.accepted_runs()
     trash = ex.git_dir / f"{PRUNING}{os.getpid()}"
     for leftover in ex.git_dir.glob(f"{PRUNING}*"):  # a prune killed while deleting
         shutil.rmtree(leftover, ignore_errors=True)
@@ -218,8 +288,7 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
             continue
         tracked = exchange._code_tracked_runs(results, site)
         for run_dir in run_dirs(site, results):
-            entries = bulk_of(run_dir)
-            if not entries or now - run_dir.stat().st_mtime < keep_days * 86400:
+            if run_dir.is_symlink() or now - run_dir.lstat().st_mtime < keep_days * 86400:
                 continue
             if run_dir.name not in held[site] or run_dir.name in tracked:
                 why = (
@@ -229,18 +298,14 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
                 )
                 done.kept.append((site, run_dir.name, why))
                 continue
-            why = _same_as_history(ex, site, run_dir.name, entries)
+            why = _same_as_history(ex, run_dir, held[site][run_dir.name][0])
             if why:
                 done.kept.append((site, run_dir.name, why))
                 continue
-            size = sum(
-                du_bytes(e)[0] if e.is_dir() else e.lstat().st_blocks * 512 for e in entries
-            )
-            files = sum(du_bytes(e)[1] if e.is_dir() else 1 for e in entries)
-            # Renamed out of the run first: the run loses its bulk in one step per entry.
+            size, files = du_bytes(run_dir)
+            # Renamed out of results/ first: the copy goes in one step, never half.
             trash.mkdir(exist_ok=True)
-            for entry in entries:
-                entry.rename(trash / f"{site}-{run_dir.name}-{entry.name}")
+            run_dir.rename(trash / f"{site}-{run_dir.name}")
             done.dropped.append((site, run_dir.name, size, files))
     shutil.rmtree(trash, ignore_errors=True)
     settings = limits.configured(ex.git_dir, ex.setting("site"))
@@ -254,15 +319,23 @@ def prune(ex, keep_days, now=None, quarantine_days=None, quarantine_refs=None):
     return done
 
 
+def _accepted_files(ex, site, run):
+    return ex.tree_files(ex.accepted_runs(site)[site][run][0])
+
+
 def refill(ex, site, run):
     """Write back the bulk of ``site/run`` that prune dropped: the run is written whole again
     as ``./sitebench show`` writes it (verified, from the accepted tree), the copy here moved
     aside meanwhile and put back if that fails. The top-level entries written ([names])."""
     run_dir = ex.results_root / site / run
+    if not run_dir.is_symlink() and not run_dir.exists():
+        # Dropped whole by prune: written again as show writes it.
+        ex.materialise(check_name("site", site), run, exchange._rules(ex))
+        return sorted({rel.split("/", 1)[0] for rel, _, _ in _accepted_files(ex, site, run)})
     if run_dir.is_symlink() or not run_dir.is_dir():
         raise SitebenchError(
             f"{run_dir} is not a run directory here",
-            f"./sitebench show {site}/{run} writes it whole",
+            f"move it aside, then ./sitebench show {site}/{run} writes it whole",
         )
     accepted = ex.accepted_runs(site).get(site, {})
     if run not in accepted:

@@ -71,6 +71,8 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
         # Sites fetch commits and trees, then a run's blobs by id when asked (partial clone).
         ("uploadpack.allowFilter", "true"),
         ("uploadpack.allowAnySHA1InWant", "true"),
+        # show asks a run's sizes before fetching its bulk (protocol v2 object-info).
+        ("transfer.advertiseObjectInfo", "true"),
     ):
         _git(path, "config", key, value)
     rules_dir = path / RULES_DIR

@@ -409,6 +409,18 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     known = _drop_segments(base, known, stale)
     restated = restated or len(known) != listed
     incoming, log_end = _exchange_entries(site, results_root, state, known)
+    gone = stale - set(on_disk)
+    if gone:
+        # A copy of an accepted run dropped from results/ (exchange prune): its figures
+        # are read again from the exchange's objects, as for a run never written out.
+        ex = Exchange(results_root or paths.results_dir())
+        accepted = ex.accepted_runs(site).get(site, {}) if ex.exists else {}
+        arriving = {entry[1] for entry in incoming}
+        incoming += [
+            (site, name, *accepted[name])
+            for name in sorted(gone)
+            if name in accepted and name not in arriving
+        ]
     restated = restated or log_end != state.get("offset", 0)
     # A run of another site written out by ./sitebench show is the accepted one: read once.
     arriving = {entry[1] for entry in incoming}
