@@ -41,7 +41,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import limits, quarantine, trust, verify
+from sitebench.results import limits, quarantine, registry, trust, verify
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
@@ -78,6 +78,8 @@ REFUSED_ON_REMOTE = "refs/sitebench/refused/"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
+#: How many registry changes one pull takes in before judging the runs again.
+REGISTRY_ROUNDS = 4
 #: ``./sitebench pull`` exits with this when it refused runs (the accepted ones arrived).
 REFUSED_EXIT = 3
 
@@ -272,6 +274,8 @@ class Exchange:
             if len(meta) >= 5 and meta[1] in verify.REGULAR_MODES:
                 if verify.in_run(path, prefix).startswith(INDEX_PATHS):
                     wanted.add(meta[3])
+                elif path == verify.REGISTRY_FILE:
+                    wanted.add(meta[3])  # verified against the registry before it
         if wanted:
             self.git(
                 "-c",
@@ -314,7 +318,18 @@ class Exchange:
         # A remote that ignored the filter sent every blob: all are sized, as before.
         rules.sized_only = () if pulled.whole else INDEX_PATHS
         git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
-        verdicts = verify.check_range(git, accepted, tip, rules, self._quarantined_commits())
+        refused_before = self._quarantined_commits()
+        verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
+        for _ in range(REGISTRY_ROUNDS):
+            # A registry change accepted on the way (a rotation, a new site) is taken in,
+            # then the range is judged again with the keys it gave: runs a rotated key
+            # signed after it are accepted in the same pull.
+            last = [v.commit for v in verdicts if v.ok]
+            if not last or not registry.sync(self, last[-1]):
+                break
+            sized_only, rules = rules.sized_only, trust.rules(prefix=rules.prefix)
+            rules.sized_only = sized_only
+            verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
         # What one site may add (results.limits), then every new refusal quarantined at once
         # (a commit refused before, or a rewritten history, is not logged again here).
         settings = limits.configured(self.git_dir, self.setting("site"))

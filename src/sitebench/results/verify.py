@@ -359,7 +359,9 @@ def _check_commit(git, commit, parents, base, signature, rules, known=None):
     registry = [c for c in changes if c[3].split("/")[0] == REGISTRY_DIR]
     if registry:
         root = not parents
-        reason = _check_registry_commit(git, base, changes, registry, signature, rules, root)
+        reason = _check_registry_commit(
+            git, commit, base, changes, registry, signature, rules, root
+        )
         return Verdict(commit, reason)
     runs, reason = _check_changes(changes, rules, root=not parents)
     if reason:
@@ -399,10 +401,17 @@ def _changes(git, commit, parent):
     return changes
 
 
-def _check_registry_commit(git, base, changes, registry, signature, rules, root):
+def _check_registry_commit(git, commit, base, changes, registry, signature, rules, root):
     """A change of the registry is a commit of its own (a root commit's other files are
     inert), of the one file, appended to, signed as :func:`check_registry` says."""
-    if len(registry) != len(changes) and not root:
+    others = [c for c in changes if c not in registry]
+    if others and not root and all(c[0] == "D" for c in others):
+        # What its signer refused and left out (named in its trailers, as publish does).
+        left_out = _check_left_out(git, commit, others, signature[2], rules)
+        if left_out:
+            return left_out
+        others = []
+    if others and not root:
         return (
             f"changes {REGISTRY_FILE} and other files: a registry change is a commit of " "its own"
         )
@@ -474,7 +483,8 @@ def registry_state(entries):
 def _valid_at(options, when):
     after, before = options.get("valid-after"), options.get("valid-before")
     stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(when)) + "Z"
-    return (not after or after <= stamp) and (not before or stamp < before)
+    # OpenSSH's reading: valid from valid-after to valid-before, both included.
+    return (not after or after <= stamp) and (not before or stamp <= before)
 
 
 def check_registry(old, new, status, key, committed, rules):
@@ -858,6 +868,59 @@ def _shown(path):
     return json.dumps(path, ensure_ascii=True)
 
 
+def _check_with_registry(git, old, new, rules):
+    """check_range with the keys of the federation's registry added to the host's list: the
+    registry at the tip pushed on, then again at each registry change the push brings (a
+    rotated key publishes in the push that announces it)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sitebench-hook-") as tmp:
+        used, verdicts = None, []
+        for round_ in range(5):
+            ok = [v.commit for v in verdicts if v.ok]
+            at = ok[-1] if ok else (old if old != ZERO else None)
+            blob = git.run("rev-parse", "-q", "--verify", f"{at}:{REGISTRY_FILE}", check=False)
+            blob = blob.stdout.decode().strip() if at else ""
+            if round_ and blob == used:
+                return verdicts
+            used = blob
+            verdicts = check_range(git, old, new, _registry_rules(git, at, rules, tmp, round_))
+        return verdicts
+
+
+def _registry_rules(git, commit, rules, tmp, n):
+    """``rules`` whose trust list holds the registry's keys at ``commit`` too (a registry
+    rooted in another host key than the one pinned is not read)."""
+    text = (_blob_text(git, f"{commit}:{REGISTRY_FILE}") or "") if commit else ""
+    entries, reason = registry_entries(text)
+    if reason or not entries or entries[0][0] != HOST:
+        return rules
+    if rules.registry_host and entries[0][1] != rules.registry_host:
+        return rules
+    state = registry_state(entries)
+    lines = []
+    for line in open(rules.allowed_signers, encoding="utf-8").read().splitlines():
+        principal = line.split(" ", 1)[0]
+        if line.strip() and (principal, fingerprint(line)) not in state:
+            lines.append(line)
+    for (principal, _), (options, key) in state.items():
+        if principal != HOST:
+            shown = ",".join(f'{k}="{v}"' for k, v in sorted(options.items()))
+            lines.append(" ".join(part for part in (principal, shown, key) if part))
+    path = os.path.join(tmp, f"allowed_signers-{n}")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+    return Rules(
+        prefix=rules.prefix,
+        max_file=rules.max_file,
+        max_run=rules.max_run,
+        trusted=read_allowed_signers(path),
+        unsigned_sites=rules.unsigned_sites,
+        allowed_signers=path,
+        registry_host=rules.registry_host,
+    )
+
+
 def _hook(git_dir):
     """The pre-receive hook: refuse a push whose commits break a rule, saying which."""
     here = os.path.join(git_dir, "sitebench")
@@ -883,7 +946,7 @@ def _hook(git_dir):
         if new == ZERO:
             refused.append(f"{ref}: the results branch is never deleted")
             continue
-        for verdict in check_range(git, old, new, rules):
+        for verdict in _check_with_registry(git, old, new, rules):
             if not verdict.ok:
                 refused.append(f"commit {verdict.commit[:12]}: {verdict.reason}")
     for reason in refused:
