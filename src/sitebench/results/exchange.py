@@ -669,6 +669,8 @@ class Exchange:
             index.unlink(missing_ok=True)
         where = [*prefix.rstrip("/").split("/"), site] if prefix else [site]
         tree = self._graft(base, where, added)
+        tree, aside = self.without_runs(tree, prefix, registry.retracted(self), keep=site)
+        left_out = [*left_out, *(c for c in aside if c not in left_out)]
         names = [run.name for run in runs]
         message = (
             f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
@@ -685,6 +687,38 @@ class Exchange:
         if key:
             args.insert(len(sign) + 1, "-S")
         return self.git(*args).stdout.strip()
+
+    def without_runs(self, tree, prefix, retracted, keep=None):
+        """(``tree`` less the runs ``retracted`` ({site: {run: (commit, ...)}}) it holds, the
+        commits that added them): what a revoked key signed after its time is never signed
+        again here, and the commits are named (``Sitebench-Left-Out``) so that the sites
+        that took the runs accept the commit leaving them out."""
+        paths, commits = [], []
+        for site, runs in sorted(retracted.items()):
+            if site == keep:
+                continue
+            for run, (commit, *_) in sorted(runs.items()):
+                listed = self.read(
+                    "ls-tree", "-r", "-z", "--name-only", tree, "--", f"{prefix}{site}/{run}/"
+                )
+                found = [
+                    p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p
+                ]
+                if found:
+                    paths += found
+                    commits.append(commit)
+        if not paths:
+            return tree, []
+        index = self.git_dir / f"sitebench-index-aside-{os.getpid()}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            self.git("read-tree", tree, env=env)
+            removal = "".join(f"0 {verify.ZERO}\t{path}\n" for path in paths)
+            self.git("update-index", "--index-info", stdin=removal, env=env)
+            tree = self.git("write-tree", "--missing-ok", env=env).stdout.strip()
+        finally:
+            index.unlink(missing_ok=True)
+        return tree, sorted(set(commits))
 
     def _entries(self, treeish):
         """The raw ``ls-tree -z`` entries of a tree (none when it does not exist)."""

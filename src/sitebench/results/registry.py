@@ -170,7 +170,7 @@ def sync(ex, commit):
     return True
 
 
-def retract(ex, text):
+def retract(ex, text, write=True):
     """Set aside the runs accepted here whose commit a key of the registry signed at or
     after the key's ``valid-before``; the list (site, run, commit, key, since) is written
     to ``.exchange/sitebench-retracted.tsv`` anew. Returns it."""
@@ -189,8 +189,8 @@ def retract(ex, text):
             since = ended[site].get(fp)
             if since and _utc(when) > since:
                 rows.append((site, run, commit, fp, since))
-    path = ex.git_dir / RETRACTED
-    write_atomic(path, "".join("\t".join(row) + "\n" for row in rows))
+    if write:
+        write_atomic(ex.git_dir / RETRACTED, "".join("\t".join(row) + "\n" for row in rows))
     return rows
 
 
@@ -344,7 +344,10 @@ def change(ex, key, lines, subject, retries=3):
             accepted = ex.rev(exchange.ACCEPTED)
             text = text_at(ex, accepted)
             new = text + "".join(f"{line}\n" for line in lines(text))
-            commit = _commit(ex, tip, accepted, new, key, subject, pulled.left_out)
+            aside = {}
+            for site, run, commit, *rest in retract(ex, new, write=False):
+                aside.setdefault(site, {})[run] = (commit, *rest)
+            commit = _commit(ex, tip, accepted, new, key, subject, pulled.left_out, aside)
             proc = ex.push(commit)
             if proc.returncode == 0:
                 ex.git("update-ref", exchange.ACCEPTED, commit)
@@ -358,13 +361,16 @@ def change(ex, key, lines, subject, retries=3):
         )
 
 
-def _commit(ex, parent, base, text, key, subject, left_out):
+def _commit(ex, parent, base, text, key, subject, left_out, aside):
     blob = ex.git("hash-object", "-w", "--stdin", stdin=text).stdout.strip()
     folder = ex.git("mktree", stdin=f"100644 blob {blob}\tallowed_signers\n").stdout.strip()
     top = ex._entries(base) if base else []
     top = [e for e in top if e.split("\t", 1)[1] != verify.REGISTRY_DIR]
     top.append(f"040000 tree {folder}\t{verify.REGISTRY_DIR}")
     tree = ex.git("mktree", "-z", "--missing", stdin="".join(e + "\0" for e in top)).stdout.strip()
+    # The runs this change retracts leave the tree it signs (named, as publish does).
+    tree, dropped = ex.without_runs(tree, ex.setting("prefix", ""), aside)
+    left_out = [*left_out, *(c for c in dropped if c not in left_out)]
     message = f"{subject}\n\nChanged by ./sitebench trust.\n"
     if left_out:
         message += "\n" + "".join(f"{verify.LEFT_OUT}: {c}\n" for c in left_out)
