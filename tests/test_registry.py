@@ -127,6 +127,18 @@ def test_keys_rotated_revoked_retracted_and_a_late_joiner_between_three_sites(tm
     assert gamma.publish().published
     got = alpha.pull()
     assert got.new == [("gamma", [mine])], got
+    # What alpha signs from now on leaves the retracted run out (named): gamma, which never
+    # took it, and beta, whose run it is, accept alpha's commit; alpha can still read it.
+    third = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [third], sent
+    assert git(world.bare, "ls-tree", "main", "--", f"beta/{stolen}").stdout == ""
+    assert git(world.bare, "ls-tree", "main", "--", f"beta/{before}").stdout != ""
+    for site in (gamma, beta):
+        got = site.pull()
+        assert ("alpha", [third]) in got.new, got
+    assert (alpha.show("beta", stolen) / "report.json").is_file()
+    assert _indexed(alpha, beta) == [before]
 
 
 def _pub(site):

@@ -410,7 +410,7 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     if retracted:
         # Runs a revoked key signed from its revocation on: kept in the exchange, never
         # in compare, regressions or references.
-        stale |= {name for name, sig in known.items() if _from_exchange(sig) and name in retracted}
+        stale |= {name for name in known if name in retracted}
         say(retracted_message(site, retracted))
     before_drop = known
     known = _drop_segments(base, known, stale)
@@ -426,7 +426,11 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     restated = restated or log_end != state.get("offset", 0)
     # A run of another site written out by ./sitebench show is the accepted one: read once.
     arriving = {entry[1] for entry in incoming}
-    new = [p for name, p in sorted(on_disk.items()) if name not in known and name not in arriving]
+    new = [
+        p
+        for name, p in sorted(on_disk.items())
+        if name not in known and name not in arriving and name not in retracted
+    ]
     figure_rows, run_rows, added = [], [], {}
 
     def take(name, rows, run_row, signature, note):
