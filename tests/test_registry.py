@@ -33,6 +33,8 @@ def _federation(tmp_path, protected):
     for site in (alpha, beta):
         done = host.cli("trust", "register", site.name, f"{site.key}.pub")
         assert done.returncode == 0 and "registered" in done.stdout, done
+    again = host.cli("trust", "register", "alpha", f"{beta.key}.pub")
+    assert again.returncode == 2 and "alpha is registered already" in again.stderr, again
     for site in (alpha, beta):
         assert site.cli("pull", "--remote", str(world.bare)).returncode == 0
         done = site.cli("trust", "import", "--host", world.host_fp)

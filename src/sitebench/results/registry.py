@@ -256,6 +256,20 @@ def register(ex, site, keyfile, valid_after=None):
         pin(verify.fingerprint(public))  # the host trusts the sites it registers
 
     def lines(text):
+        _, keys = state(text)
+        held = [
+            fp
+            for (principal, fp), (opts, _) in keys.items()
+            if principal == site and not opts.get("valid-before")
+        ]
+        if held:
+            raise SitebenchError(
+                f"{site} is registered already, with the key {held[0]}: a site name is "
+                "unique in the federation",
+                f"a new key of {site} is announced by {site} (./sitebench trust rotate "
+                f"{site}); a lost one is revoked first (trust revoke {site} --since TIME "
+                "--shared), then registered; another site takes another name",
+            )
         start = [] if text else [_line(verify.HOST, {}, " ".join(public.split()[:3]))]
         return start + [_line(site, options, key)]
 

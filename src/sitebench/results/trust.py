@@ -158,12 +158,12 @@ def revoke(site, since, fp=None, remote=None):
     made from ``since`` on (a stolen key): its ``valid-before`` becomes that time, and the
     commits signed before it stay verified. Returns how many keys."""
     check_name("site", site)
-    stamp, changed, kept = stamp(since), 0, []
+    until, changed, kept = stamp(since), 0, []
     for line in _lines(_signers(remote)):
         principal, key_fp, options, key = _entry(line)
         if principal == site and key_fp and (fp is None or key_fp == fp):
             options = [o for o in options if not o.startswith("valid-before=")]
-            options.append(f'valid-before="{stamp}"')
+            options.append(f'valid-before="{until}"')
             line = f"{principal} {','.join(options)} {key}"
             changed += 1
         kept.append(line)
