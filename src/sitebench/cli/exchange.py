@@ -193,6 +193,11 @@ def _status(args):
             f"{r.with_bulk:>8} {_mib(r.disk_bytes):>9} {r.disk_files:>8} "
             f"{_mib(r.packed_bytes):>10} {r.refused:>7}  {oldest:<16} {limits}"
         )
+    from sitebench.common.terminal import shown
+    from sitebench.results import registry, store
+
+    for site, runs in sorted(registry.retracted(ex).items()):
+        print(shown(store.retracted_message(site, runs)))
     disk, files = retention.du_bytes(ex.results_root)
     print(
         f"results/ on disk: {_mib(disk)} MiB in {files} files (du -s, .exchange included); "

@@ -11,6 +11,16 @@ checkout and the exchange, so no push and no git pull can change it.
   ./sitebench trust remove SITE [--fingerprint SHA256:...]
   ./sitebench trust allow-unsigned SITE INSECURE: anyone who can push publishes as SITE
 
+The federation's registry (.sitebench-registry/allowed_signers in the results repository,
+append-only, each change a signed commit), through this results directory's exchange:
+
+  ./sitebench trust host-key            the host's registry key (made if missing): its fingerprint
+                                        is what joining sites pin
+  ./sitebench trust register SITE KEYFILE [--valid-after TIME]      (the host) a site's key
+  ./sitebench trust rotate SITE         (the site) a new key announced under the old one
+  ./sitebench trust revoke SITE --since TIME --shared               recorded in the registry
+  ./sitebench trust import --host SHA256:...   every registered key taken in; then each pull
+
 add, list, remove and allow-unsigned with --remote PATH change the trust list of a results
 repository this host keeps (made by ./sitebench exchange init-remote PATH), which its
 pre-receive hook checks every push against."""
@@ -27,6 +37,11 @@ example = """
   ./sitebench trust list
   ./sitebench trust remove othercluster --fingerprint SHA256:3q2+7w...
   ./sitebench trust allow-unsigned oldsite      # insecure: during a migration only
+  ./sitebench trust host-key                    # the host: the fingerprint joiners pin
+  ./sitebench trust register othercluster other.pub   # the host: into the registry
+  ./sitebench trust import --host SHA256:Xq3...  # a site: the registry's keys, pinned host
+  ./sitebench trust rotate mycluster            # a new key, announced under the old one
+  ./sitebench trust revoke othercluster --since 2026-11-27T03:00:00Z --shared
 """
 
 
@@ -45,6 +60,20 @@ def setup_parser(p):
     rev.add_argument("site")
     rev.add_argument("--since", required=True, metavar="TIME", help="ISO 8601 UTC")
     rev.add_argument("--fingerprint", help="only this key (SHA256:...)")
+    rev.add_argument(
+        "--shared",
+        action="store_true",
+        help="record it in the federation's registry (signed by the host's key, or the site's)",
+    )
+    sub.add_parser("host-key", help="the host's registry key (made if missing), to be pinned")
+    reg = sub.add_parser("register", help="(the host) add a site's key to the registry")
+    reg.add_argument("site")
+    reg.add_argument("keyfile")
+    reg.add_argument("--valid-after", metavar="TIME", help="ISO 8601 UTC")
+    rot = sub.add_parser("rotate", help="a new key for this site, announced under the old one")
+    rot.add_argument("site")
+    imp = sub.add_parser("import", help="take the registry's keys (with validity) in")
+    imp.add_argument("--host", metavar="SHA256:...", help="the host key's fingerprint to pin")
     ls = sub.add_parser("list", help="the trusted keys, by site")
     rm = sub.add_parser("remove", help="stop trusting a site's keys")
     rm.add_argument("site")
@@ -78,6 +107,10 @@ def command(args):
             valid_before=args.valid_before,
         )
         print(f"trusted for {args.site}: {fp} ({_where(trust, args.remote)})")
+    elif args.action in ("host-key", "register", "rotate", "import") or (
+        args.action == "revoke" and args.shared
+    ):
+        return _registry(args)
     elif args.action == "revoke":
         done = trust.revoke(args.site, args.since, args.fingerprint, remote=args.remote)
         if not done:
@@ -109,3 +142,48 @@ def command(args):
 
 def _where(trust, remote):
     return trust.hosted(remote)[0] if remote else trust.allowed_signers_file()
+
+
+def _registry(args):
+    from sitebench.results import exchange, registry
+
+    if args.action == "host-key":
+        path, public = registry.host_key()
+        from sitebench.results.verify import fingerprint
+
+        print(public)
+        print(f"{fingerprint(public)}: joining sites pin it (./sitebench trust import --host)")
+        return 0
+    if args.action == "import" and args.host and not exchange.Exchange(_results()).exists:
+        # A joiner pins the host first: its first pull takes the registry in before it
+        # judges any run.
+        registry.pin(args.host)
+        print(f"pinned the host key {args.host}: the first pull takes the registry in")
+        return 0
+    ex = exchange.open_exchange(None)
+    if args.action == "register":
+        commit = registry.register(ex, args.site, args.keyfile, args.valid_after)
+        print(f"{args.site} registered in the federation's registry (commit {commit[:12]})")
+    elif args.action == "rotate":
+        commit, fp, since = registry.rotate(ex, args.site)
+        print(
+            f"{args.site}: new key {fp}, valid from {since}; the old one ends then ({commit[:12]})"
+        )
+    elif args.action == "revoke":
+        commit = registry.revoke(ex, args.site, args.since, args.fingerprint)
+        print(
+            f"{args.site}: revoked from {args.since} in the registry (commit {commit[:12]}); "
+            "every site learns it on pull"
+        )
+    else:
+        sites, keys, retracted = registry.import_registry(ex, args.host)
+        print(f"imported {keys} key(s) of {len(sites)} site(s): {', '.join(sites)}")
+        for site, run, _, key, since in retracted:
+            print(f"retracted {site}/{run}: signed by {key} at or after {since}")
+    return 0
+
+
+def _results():
+    from sitebench.common import paths
+
+    return paths.results_dir()

@@ -41,7 +41,7 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import limits, quarantine, trust, verify
+from sitebench.results import limits, quarantine, registry, trust, verify
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
@@ -78,6 +78,8 @@ REFUSED_ON_REMOTE = "refs/sitebench/refused/"
 LOCK_NAME = "sitebench-exchange.lock"
 LOCK_TIMEOUT_S = 600
 DEFAULT_BRANCH = "main"
+#: How many registry changes one pull takes in before judging the runs again.
+REGISTRY_ROUNDS = 4
 #: ``./sitebench pull`` exits with this when it refused runs (the accepted ones arrived).
 REFUSED_EXIT = 3
 
@@ -272,6 +274,8 @@ class Exchange:
             if len(meta) >= 5 and meta[1] in verify.REGULAR_MODES:
                 if verify.in_run(path, prefix).startswith(INDEX_PATHS):
                     wanted.add(meta[3])
+                elif path == verify.REGISTRY_FILE:
+                    wanted.add(meta[3])  # verified against the registry before it
         if wanted:
             self.git(
                 "-c",
@@ -314,7 +318,18 @@ class Exchange:
         # A remote that ignored the filter sent every blob: all are sized, as before.
         rules.sized_only = () if pulled.whole else INDEX_PATHS
         git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
-        verdicts = verify.check_range(git, accepted, tip, rules, self._quarantined_commits())
+        refused_before = self._quarantined_commits()
+        verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
+        for _ in range(REGISTRY_ROUNDS):
+            # A registry change accepted on the way (a rotation, a new site) is taken in,
+            # then the range is judged again with the keys it gave: runs a rotated key
+            # signed after it are accepted in the same pull.
+            last = [v.commit for v in verdicts if v.ok]
+            if not last or not registry.sync(self, last[-1]):
+                break
+            sized_only, rules = rules.sized_only, trust.rules(prefix=rules.prefix)
+            rules.sized_only = sized_only
+            verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
         # What one site may add (results.limits), then every new refusal quarantined at once
         # (a commit refused before, or a rewritten history, is not logged again here).
         settings = limits.configured(self.git_dir, self.setting("site"))
@@ -689,6 +704,8 @@ class Exchange:
             index.unlink(missing_ok=True)
         where = [*prefix.rstrip("/").split("/"), site] if prefix else [site]
         tree = self._graft(base, where, added)
+        tree, aside = self.without_runs(tree, prefix, registry.retracted(self), keep=site)
+        left_out = [*left_out, *(c for c in aside if c not in left_out)]
         names = [run.name for run in runs]
         message = (
             f"results: {site}: {len(names)} run{'s' if len(names) != 1 else ''} "
@@ -705,6 +722,38 @@ class Exchange:
         if key:
             args.insert(len(sign) + 1, "-S")
         return self.git(*args).stdout.strip()
+
+    def without_runs(self, tree, prefix, retracted, keep=None):
+        """(``tree`` less the runs ``retracted`` ({site: {run: (commit, ...)}}) it holds, the
+        commits that added them): what a revoked key signed after its time is never signed
+        again here, and the commits are named (``Sitebench-Left-Out``) so that the sites
+        that took the runs accept the commit leaving them out."""
+        paths, commits = [], []
+        for site, runs in sorted(retracted.items()):
+            if site == keep:
+                continue
+            for run, (commit, *_) in sorted(runs.items()):
+                listed = self.read(
+                    "ls-tree", "-r", "-z", "--name-only", tree, "--", f"{prefix}{site}/{run}/"
+                )
+                found = [
+                    p for p in listed.stdout.decode("utf-8", "surrogateescape").split("\0") if p
+                ]
+                if found:
+                    paths += found
+                    commits.append(commit)
+        if not paths:
+            return tree, []
+        index = self.git_dir / f"sitebench-index-aside-{os.getpid()}"
+        env = {"GIT_INDEX_FILE": str(index)}
+        try:
+            self.git("read-tree", tree, env=env)
+            removal = "".join(f"0 {verify.ZERO}\t{path}\n" for path in paths)
+            self.git("update-index", "--index-info", stdin=removal, env=env)
+            tree = self.git("write-tree", "--missing-ok", env=env).stdout.strip()
+        finally:
+            index.unlink(missing_ok=True)
+        return tree, sorted(set(commits))
 
     def _entries(self, treeish):
         """The raw ``ls-tree -z`` entries of a tree (none when it does not exist)."""

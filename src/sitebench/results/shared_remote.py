@@ -84,6 +84,8 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
         "max_file": max_file or verify.MAX_FILE,
         "max_run": max_run or verify.MAX_RUN,
         "unsigned_sites": sorted(unsigned_sites),
+        # The federation's registry may only be rooted in this host's key (trust register).
+        "registry_host": _host_fingerprint(),
     }
     (rules_dir / "rules.json").write_text(json.dumps(settings, indent=2) + "\n")
     hook = path / "hooks" / "pre-receive"
@@ -94,3 +96,10 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
     root = _git(path, "commit-tree", empty, "-m", "results repository (sitebench exchange)")
     _git(path, "update-ref", f"refs/heads/{branch}", root)
     return path
+
+
+def _host_fingerprint():
+    from sitebench.results import registry
+
+    _, public = registry.host_key()
+    return verify.fingerprint(public)

@@ -40,7 +40,7 @@ from sitebench.common import paths
 from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.common.errors import SitebenchError
-from sitebench.results import exchange_runs, runfiles, site_warnings
+from sitebench.results import exchange_runs, registry, runfiles, site_warnings
 from sitebench.results.exchange import Exchange
 from sitebench.results.rundirs import (
     INDEXED_FILES,
@@ -406,6 +406,13 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
             known[name], restated = now, True  # same content, new stat (a copy): kept
     base.mkdir(parents=True, exist_ok=True)
     listed = len(known)
+    retracted = _retracted(site, results_root)
+    if retracted:
+        # Runs a revoked key signed from its revocation on: kept in the exchange, never
+        # in compare, regressions or references.
+        stale |= {name for name in known if name in retracted}
+        say(retracted_message(site, retracted))
+    before_drop = known
     known = _drop_segments(base, known, stale)
     restated = restated or len(known) != listed
     incoming, log_end = _exchange_entries(site, results_root, state, known)
@@ -421,10 +428,25 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
             for name in sorted(gone)
             if name in accepted and name not in arriving
         ]
+    # Runs of the exchange that shared a dropped segment with a retracted one: read again.
+    coming = {entry[1] for entry in incoming}
+    incoming += [
+        (site, name, sig["tree"], sig["commit"])
+        for name, sig in sorted(before_drop.items())
+        if _from_exchange(sig)
+        and name not in known
+        and name not in stale
+        and name not in coming
+    ]
+    incoming = [entry for entry in incoming if entry[1] not in retracted]
     restated = restated or log_end != state.get("offset", 0)
     # A run of another site written out by ./sitebench show is the accepted one: read once.
     arriving = {entry[1] for entry in incoming}
-    new = [p for name, p in sorted(on_disk.items()) if name not in known and name not in arriving]
+    new = [
+        p
+        for name, p in sorted(on_disk.items())
+        if name not in known and name not in arriving and name not in retracted
+    ]
     figure_rows, run_rows, added = [], [], {}
 
     def take(name, rows, run_row, signature, note):
@@ -466,6 +488,23 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
         compact(base)
     say.flush()
     return len(added)
+
+
+def _retracted(site, results_root):
+    """{run: (commit, key, since)} of ``site``'s runs retracted here (a revoked key)."""
+    ex = Exchange(results_root or paths.results_dir())
+    return registry.retracted(ex).get(site, {}) if ex.exists else {}
+
+
+def retracted_message(site, runs):
+    """The one line naming a site's retracted runs."""
+    keys = sorted({(key, since) for _, key, since in runs.values()})
+    return (
+        f"{len(runs)} run(s) of {site} retracted, kept aside, out of compare, regressions "
+        f"and references: signed by {', '.join(f'{k} at or after {s}' for k, s in keys)} "
+        f"(revoked in the federation's registry): {', '.join(sorted(runs)[:3])}"
+        + (", ..." if len(runs) > 3 else "")
+    )
 
 
 def _index_loaded(run, entry, say):

@@ -109,7 +109,7 @@ def _keeping_mode(path, write):
         path.chmod(mode)
 
 
-def _key_line(keyfile):
+def key_line(keyfile):
     """The one public key line of ``keyfile`` (a .pub file or an authorized_keys-style line)."""
     path = Path(keyfile)
     try:
@@ -136,12 +136,12 @@ def add(site, keyfile, remote=None, valid_after=None, valid_before=None):
     ``valid-after``/``valid-before``, which git checks at each commit's time); return its
     fingerprint. Adding a key trusted already changes only its period."""
     check_name("site", site)
-    key = _key_line(keyfile)
+    key = key_line(keyfile)
     fp = fingerprint(key)
     signers = _signers(remote)
     lines = _lines(signers)
     options = ",".join(
-        f'{name}="{_stamp(when)}"'
+        f'{name}="{stamp(when)}"'
         for name, when in (("valid-after", valid_after), ("valid-before", valid_before))
         if when
     )
@@ -158,12 +158,12 @@ def revoke(site, since, fp=None, remote=None):
     made from ``since`` on (a stolen key): its ``valid-before`` becomes that time, and the
     commits signed before it stay verified. Returns how many keys."""
     check_name("site", site)
-    stamp, changed, kept = _stamp(since), 0, []
+    until, changed, kept = stamp(since), 0, []
     for line in _lines(_signers(remote)):
         principal, key_fp, options, key = _entry(line)
         if principal == site and key_fp and (fp is None or key_fp == fp):
             options = [o for o in options if not o.startswith("valid-before=")]
-            options.append(f'valid-before="{stamp}"')
+            options.append(f'valid-before="{until}"')
             line = f"{principal} {','.join(options)} {key}"
             changed += 1
         kept.append(line)
@@ -194,7 +194,7 @@ def _entry(line):
     )
 
 
-def _stamp(when):
+def stamp(when):
     """OpenSSH's UTC time (``YYYYMMDDHHMMSSZ``) of an ISO 8601 time (UTC) or a datetime."""
     from datetime import datetime, timezone
 
@@ -263,7 +263,15 @@ def rules(prefix="", max_file=None, max_run=None):
         trusted=read_allowed_signers(signers),
         unsigned_sites=frozenset(s.strip() for s in _lines(unsigned_file()) if s.strip()),
         allowed_signers=str(signers),
+        registry_host=_pinned_host(),
     )
+
+
+def _pinned_host():
+    try:
+        return (trust_dir() / "registry-host").read_text(encoding="utf-8").strip() or None
+    except FileNotFoundError:
+        return None
 
 
 def site_key(site):
@@ -276,32 +284,38 @@ def ensure_site_key(site):
     """(private key path, public key line, made now): the key is made once, with ssh-keygen,
     and this site's own key is trusted for its own runs here."""
     path = keys_dir() / check_name("site", site)
-    made = False
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        proc = subprocess.run(
-            [
-                "ssh-keygen",
-                "-q",
-                "-t",
-                "ed25519",
-                "-N",
-                "",
-                "-C",
-                f"sitebench-{site}",
-                "-f",
-                str(path),
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            raise SitebenchError(
-                f"could not make the signing key of {site} at {path} ({proc.stderr.strip()})",
-                "install OpenSSH's client (Debian: openssh-client), or set SITEBENCH_KEYS_DIR "
-                "to a writable directory",
-            )
-        made = True
+    made = make_key(path, f"sitebench-{site}")
     public = Path(f"{path}.pub").read_text(encoding="utf-8").strip()
     add(site, f"{path}.pub")
     return path, public, made
+
+
+def make_key(path, comment, replace=False):
+    """Make the ed25519 key ``path`` with ssh-keygen unless it is there (``replace``: a
+    half-made one is made again); whether it was made."""
+    path = Path(path)
+    if path.is_file() and not replace:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for old in (path, Path(f"{path}.pub")):
+        old.unlink(missing_ok=True)
+    proc = subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise SitebenchError(
+            f"could not make the signing key {path} ({proc.stderr.strip()})",
+            "install OpenSSH's client (Debian: openssh-client), or set SITEBENCH_KEYS_DIR "
+            "to a writable directory",
+        )
+    return True
+
+
+def merge_lines(lines):
+    """Put allowed_signers ``lines`` (a registry's) into this site's list: each replaces the
+    line of its site and key here; the other lines stay."""
+    incoming = {_entry(line)[:2]: line for line in lines}
+    kept = [ln for ln in _lines(allowed_signers_file()) if _entry(ln)[:2] not in incoming]
+    _write(allowed_signers_file(), kept + list(incoming.values()))

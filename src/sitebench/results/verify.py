@@ -62,6 +62,14 @@ LEFT_OUT = "Sitebench-Left-Out"
 #: ``sitecustomize.py``, ``*.pth`` or package a Python started in a run folder would import.
 RUN_TOP_FILES = ("report.json",)
 RUN_TOP_DIRS = ("perflogs", "output", "provenance", "failed-stage")
+#: The federation's registry of sites and keys: one OpenSSH allowed_signers file at the
+#: repository's top (a name no site can have: site names start with a letter or digit),
+#: append-only, each change a commit of its own signed by the host or by the site it changes.
+REGISTRY_DIR = ".sitebench-registry"
+REGISTRY_FILE = REGISTRY_DIR + "/allowed_signers"
+#: The registry's principal for the host's key (the federation's root); never a site name.
+HOST = "@host"
+REGISTRY_OPTIONS = ("valid-after", "valid-before")
 #: git's tree entry modes (fsck refuses or warns on any other spelling) and their objects.
 ENTRY_TYPES = {
     b"100644": "blob",
@@ -88,6 +96,9 @@ class Rules:
     #: the others (its bulk) stay on the remote, never fetched to be sized here, and are
     #: sized when the run is written out. Empty: every file is sized.
     sized_only: tuple = ()
+    #: The host key's fingerprint this site (or the protected remote) pinned: a registry
+    #: rooted in another key is refused. None: the registry's first commit names it.
+    registry_host: str = None
 
 
 @dataclass
@@ -345,6 +356,13 @@ def _check_commit(git, commit, parents, base, signature, rules, known=None):
         changes = known if known is not None else _changes(git, commit, base)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
+    registry = [c for c in changes if c[3].split("/")[0] == REGISTRY_DIR]
+    if registry:
+        root = not parents
+        reason = _check_registry_commit(
+            git, commit, base, changes, registry, signature, rules, root
+        )
+        return Verdict(commit, reason)
     runs, reason = _check_changes(changes, rules, root=not parents)
     if reason:
         return Verdict(commit, reason)
@@ -381,6 +399,183 @@ def _changes(git, commit, parent):
         path = raw[i + 1].decode("utf-8", errors="surrogateescape")
         changes.append((meta[4][0], meta[1], meta[3], path))
     return changes
+
+
+def _check_registry_commit(git, commit, base, changes, registry, signature, rules, root):
+    """A change of the registry is a commit of its own (a root commit's other files are
+    inert), of the one file, appended to, signed as :func:`check_registry` says."""
+    others = [c for c in changes if c not in registry]
+    if others and not root and all(c[0] == "D" for c in others):
+        # What its signer refused and left out (named in its trailers, as publish does).
+        left_out = _check_left_out(git, commit, others, signature[2], rules)
+        if left_out:
+            return left_out
+        others = []
+    if others and not root:
+        return (
+            f"changes {REGISTRY_FILE} and other files: a registry change is a commit of " "its own"
+        )
+    for status, mode, _, path in registry:
+        if path != REGISTRY_FILE:
+            return f"{_shown(path)}: the registry is the one file {REGISTRY_FILE}"
+        if status == "D":
+            return f"deletes {REGISTRY_FILE}: the registry is append-only"
+        if mode != "100644":
+            return f"{REGISTRY_FILE} is mode {mode}: the registry is a regular file (100644)"
+    old = _blob_text(git, f"{base}:{REGISTRY_FILE}") if base else ""
+    new = _blob_text(git, f"{registry[0][2]}")
+    if old is None or new is None:
+        return f"{REGISTRY_FILE}: its content is missing or not UTF-8"
+    return check_registry(old, new, signature[0], signature[1], signature[3], rules)
+
+
+def _blob_text(git, what):
+    proc = git.run("cat-file", "blob", what, check=False)
+    if proc.returncode != 0:
+        return "" if ":" in what else None  # no registry in the base yet: an empty one
+    try:
+        return proc.stdout.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def registry_entries(text):
+    """([(principal, fingerprint, {option: value}, key)] of a registry's lines, reason): the
+    lines are OpenSSH allowed_signers lines, ``valid-after``/``valid-before`` their only
+    options; anything else is a reason."""
+    entries = []
+    for number, line in enumerate(text.splitlines(), 1):
+        parts = line.split(" ")
+        if len(parts) < 3:
+            return entries, f"line {number} is not 'principal [options] key'"
+        principal, rest = parts[0], parts[1:]
+        options = {}
+        if not rest[0].startswith(("ssh-", "ecdsa-", "sk-")):
+            for option in rest[0].split(","):
+                name, _, value = option.partition("=")
+                if name not in REGISTRY_OPTIONS or not re.fullmatch(r'"\d{14}Z"', value):
+                    return entries, (
+                        f"line {number}: option {option[:40]!r} (only valid-after/valid-before"
+                        '="YYYYMMDDHHMMSSZ")'
+                    )
+                options[name] = value.strip('"')
+            rest = rest[1:]
+        key = " ".join(rest[:3])
+        fp = fingerprint(" ".join(rest[:2])) if len(rest) >= 2 else None
+        if not fp or len(rest) > 3:
+            return entries, f"line {number} holds no single public key"
+        if principal != HOST and not (SITE_NAME.fullmatch(principal) and ".." not in principal):
+            return entries, f"line {number}: {principal[:64]!r} is not a site name"
+        entries.append((principal, fp, options, key))
+    return entries, ""
+
+
+def registry_state(entries):
+    """{(principal, fingerprint): ({option: value}, key)}: each later line for a key updates
+    its options (a revocation is a line giving the key a ``valid-before``)."""
+    state = {}
+    for principal, fp, options, key in entries:
+        before = state.get((principal, fp), ({}, key))[0]
+        state[(principal, fp)] = ({**before, **options}, key)
+    return state
+
+
+def _valid_at(options, when):
+    after, before = options.get("valid-after"), options.get("valid-before")
+    stamp = time.strftime("%Y%m%d%H%M%S", time.gmtime(when)) + "Z"
+    # OpenSSH's reading: valid from valid-after to valid-before, both included.
+    return (not after or after <= stamp) and (not before or stamp <= before)
+
+
+def check_registry(old, new, status, key, committed, rules):
+    """Why a change of the registry from ``old`` to ``new`` text, signed with ``key``
+    (``%G?`` ``status``) at ``committed``, is refused ("" when it is not). The registry is
+    append-only; its first line names the host's key and is signed by it; the host (its
+    key valid at the commit's time) adds sites and keys and sets any key's validity; a
+    site (its key valid then) only ends its own keys' validity (revocation) and announces
+    its new key in the commit that ends the old one's (rotation). A key belongs to one
+    site, and a site name to the keys the host or that site put there."""
+    if not new.startswith(old) or (old and not old.endswith("\n")) or not new.endswith("\n"):
+        return (
+            f"rewrites or removes earlier entries of {REGISTRY_FILE} (it is append-only: "
+            "changes are lines added at its end)"
+        )
+    before, reason = registry_entries(old)
+    added = []
+    if not reason:
+        added, reason = registry_entries(new[len(old) :])
+    if reason:
+        return f"{REGISTRY_FILE}: {reason}"
+    if not added:
+        return f"changes nothing in {REGISTRY_FILE}"
+    if status not in ("G", "U") or not key:
+        return f"a registry change without a good signature (git verify-commit status {status!r})"
+    if committed > (rules.now if rules.now is not None else time.time()) + CLOCK_SKEW_S:
+        return "a registry change committed in the future: commit times are bounded by now"
+    state = registry_state(before)
+    if not before:
+        first = added[0]
+        if first[0] != HOST or first[1] != key:
+            return (
+                f"a new registry's first line names the host's key and is signed by it "
+                f"(signed by {key})"
+            )
+        if rules.registry_host and key != rules.registry_host:
+            return (
+                f"a registry rooted in {key}, not the host key pinned here "
+                f"({rules.registry_host})"
+            )
+    hosts = {fp for (p, fp), (o, _) in state.items() if p == HOST and _valid_at(o, committed)}
+    signer_is_host = key in hosts or not before
+    signer_sites = {
+        p
+        for (p, fp), (o, _) in state.items()
+        if fp == key and p != HOST and _valid_at(o, committed)
+    }
+    owners = {}
+    for principal, fp, _, _ in before + added:
+        owners.setdefault(fp, principal)
+    ended = {fp for p, fp, o, _ in added if "valid-before" in o}
+    for principal, fp, options, _ in added:
+        if owners[fp] != principal:
+            return (
+                f"gives the key {fp} to {principal}, registered already for {owners[fp]} "
+                "(a key belongs to one site)"
+            )
+        if signer_is_host:
+            continue
+        if principal not in signer_sites:
+            registered = sorted(f for p, f in state if p == principal)
+            if registered:
+                return (
+                    f"a second site claiming the name {principal} (registered with "
+                    f"{registered[0]}; signed by {key}, neither the host's key nor {principal}'s)"
+                    ": site names are unique in the federation"
+                )
+            return (
+                f"registers {principal}, signed by {key}, not the host's key: only the host "
+                "registers a site"
+            )
+        known = state.get((principal, fp))
+        if known is None:
+            if key not in ended:
+                return (
+                    f"announces a new key of {principal} ({fp}) without ending the key that "
+                    f"signs it ({key}): a rotation is signed by the old key and ends it"
+                )
+            continue
+        was_after, was_before = known[0].get("valid-after"), known[0].get("valid-before")
+        now_before = options.get("valid-before")
+        if (
+            options.get("valid-after", was_after) != was_after
+            or not now_before
+            or (was_before and now_before > was_before)
+        ):
+            return (
+                f"changes the validity of {principal}'s key {fp} other than by ending it: a "
+                "site only revokes its keys (valid-before), the host sets their periods"
+            )
+    return ""
 
 
 def _check_changes(changes, rules, root):
@@ -673,6 +868,59 @@ def _shown(path):
     return json.dumps(path, ensure_ascii=True)
 
 
+def _check_with_registry(git, old, new, rules):
+    """check_range with the keys of the federation's registry added to the host's list: the
+    registry at the tip pushed on, then again at each registry change the push brings (a
+    rotated key publishes in the push that announces it)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="sitebench-hook-") as tmp:
+        used, verdicts = None, []
+        for round_ in range(5):
+            ok = [v.commit for v in verdicts if v.ok]
+            at = ok[-1] if ok else (old if old != ZERO else None)
+            blob = git.run("rev-parse", "-q", "--verify", f"{at}:{REGISTRY_FILE}", check=False)
+            blob = blob.stdout.decode().strip() if at else ""
+            if round_ and blob == used:
+                return verdicts
+            used = blob
+            verdicts = check_range(git, old, new, _registry_rules(git, at, rules, tmp, round_))
+        return verdicts
+
+
+def _registry_rules(git, commit, rules, tmp, n):
+    """``rules`` whose trust list holds the registry's keys at ``commit`` too (a registry
+    rooted in another host key than the one pinned is not read)."""
+    text = (_blob_text(git, f"{commit}:{REGISTRY_FILE}") or "") if commit else ""
+    entries, reason = registry_entries(text)
+    if reason or not entries or entries[0][0] != HOST:
+        return rules
+    if rules.registry_host and entries[0][1] != rules.registry_host:
+        return rules
+    state = registry_state(entries)
+    lines = []
+    for line in open(rules.allowed_signers, encoding="utf-8").read().splitlines():
+        principal = line.split(" ", 1)[0]
+        if line.strip() and (principal, fingerprint(line)) not in state:
+            lines.append(line)
+    for (principal, _), (options, key) in state.items():
+        if principal != HOST:
+            shown = ",".join(f'{k}="{v}"' for k, v in sorted(options.items()))
+            lines.append(" ".join(part for part in (principal, shown, key) if part))
+    path = os.path.join(tmp, f"allowed_signers-{n}")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("".join(line + "\n" for line in lines))
+    return Rules(
+        prefix=rules.prefix,
+        max_file=rules.max_file,
+        max_run=rules.max_run,
+        trusted=read_allowed_signers(path),
+        unsigned_sites=rules.unsigned_sites,
+        allowed_signers=path,
+        registry_host=rules.registry_host,
+    )
+
+
 def _hook(git_dir):
     """The pre-receive hook: refuse a push whose commits break a rule, saying which."""
     here = os.path.join(git_dir, "sitebench")
@@ -685,6 +933,7 @@ def _hook(git_dir):
         trusted=read_allowed_signers(signers),
         unsigned_sites=frozenset(settings.get("unsigned_sites", [])),
         allowed_signers=signers,
+        registry_host=settings.get("registry_host"),
     )
     branch = "refs/heads/" + settings.get("branch", "main")
     git = Git(git_dir)
@@ -697,7 +946,7 @@ def _hook(git_dir):
         if new == ZERO:
             refused.append(f"{ref}: the results branch is never deleted")
             continue
-        for verdict in check_range(git, old, new, rules):
+        for verdict in _check_with_registry(git, old, new, rules):
             if not verdict.ok:
                 refused.append(f"commit {verdict.commit[:12]}: {verdict.reason}")
     for reason in refused:

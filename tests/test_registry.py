@@ -1,0 +1,217 @@
+"""The federation's registry of sites and keys (results/README.md, "Keys and the registry"),
+end to end between three sites and a host through a real bare repository, plain
+(``git init --bare``) and protected (``exchange init-remote``): sites registered by the
+host and imported with its pinned key, a key rotated under the old one, a key revoked and
+the runs it signed after its time retracted, a late joiner; and the hostile registry
+changes, pushed with plain git, each refused with its reason while the others go on."""
+
+import json
+import time
+
+import pytest
+
+from exchange_world import World, git
+from sitebench.results import exchange, registry, store, verify
+
+pytestmark = pytest.mark.reliability_input
+
+REG = verify.REGISTRY_FILE
+
+
+def _federation(tmp_path, protected):
+    """A host (its registry key pinned by every site) that registered alpha and beta; both
+    imported the registry: neither trusts the other but through it."""
+    world = World(tmp_path, protected=protected)
+    host, alpha, beta = world.site("host"), world.site("alpha"), world.site("beta")
+    with host.act():
+        # The protected remote's hook pins the host key init-remote made.
+        world.make_remote(signers=world.trust_file("host"))
+    assert host.cli("pull", "--remote", str(world.bare)).returncode == 0
+    told = host.cli("trust", "host-key")
+    assert told.returncode == 0, told
+    world.host_fp = told.stdout.splitlines()[1].split(": ", 1)[0]
+    for site in (alpha, beta):
+        done = host.cli("trust", "register", site.name, f"{site.key}.pub")
+        assert done.returncode == 0 and "registered" in done.stdout, done
+    again = host.cli("trust", "register", "alpha", f"{beta.key}.pub")
+    assert again.returncode == 2 and "alpha is registered already" in again.stderr, again
+    for site in (alpha, beta):
+        assert site.cli("pull", "--remote", str(world.bare)).returncode == 0
+        done = site.cli("trust", "import", "--host", world.host_fp)
+        assert done.returncode == 0 and "imported 2 key(s) of 2 site(s)" in done.stdout, done
+    return world
+
+
+def _registered(world, site):
+    text = git(world.bare, "show", f"main:{REG}").stdout
+    return [line for line in text.splitlines() if line.startswith(f"{site} ")]
+
+
+def _indexed(site, other):
+    with site.act():
+        store.refresh(other.name)
+        path = store.store_dir() / other.name / "runs.json"
+        return sorted(json.loads(path.read_text())["runs"])
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+def test_keys_rotated_revoked_retracted_and_a_late_joiner_between_three_sites(tmp_path, protected):
+    world = _federation(tmp_path, protected)
+    host, alpha, beta = world.site("host"), world.site("alpha"), world.site("beta")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    assert beta.pull().new == [("alpha", [first])]  # alpha's key came from the registry
+
+    # Rotation: alpha's new key announced under its old one; beta learns it on pull and
+    # takes the run the new key signed in the same pull.
+    old_key = alpha.key.read_bytes()
+    done = alpha.cli("trust", "rotate", "alpha")
+    assert done.returncode == 0 and "new key" in done.stdout, done
+    assert alpha.key.read_bytes() != old_key
+    second = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [second], sent
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [second])] and pulled.refused == [], pulled
+    listed = beta.cli("trust", "list").stdout
+    rows = [line for line in listed.splitlines() if line.startswith("alpha ")]
+    assert len(rows) == 2 and any("valid-before=" in row for row in rows), listed
+    # The old key signs nothing new: a thief's commit with it is refused.
+    retired = next(alpha.key.parent.glob("alpha.retired-*[!b]"))
+    clone = world.hostile_clone()
+    name = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-stolen"
+    (clone / "alpha" / name).mkdir(parents=True)
+    (clone / "alpha" / name / "report.json").write_text("{}")
+    pushed = world.push_as(clone, "results: alpha", key=retired)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if not protected:
+        assert "not at the commit's time" in " | ".join(beta.pull().refused)
+
+    # Revocation shared: beta's key is stolen at `since`; alpha accepted a run signed
+    # after it before the host's revocation reached it. The revocation retracts it.
+    before = beta.new_run()
+    assert beta.publish().published
+    time.sleep(1.2)
+    since = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    time.sleep(1.2)
+    stolen = beta.new_run()
+    assert beta.publish().published
+    assert alpha.pull().new == [("beta", sorted([before, stolen]))]
+    assert _indexed(alpha, beta) == sorted([before, stolen])
+    done = host.cli("trust", "revoke", "beta", "--since", since, "--shared")
+    assert done.returncode == 0 and "every site learns it" in done.stdout, done
+    assert any('valid-before="' in line for line in _registered(world, "beta"))
+    alpha.pull()
+    assert 'valid-before="' in alpha.cli("trust", "list").stdout.split("beta", 1)[1]
+    assert _indexed(alpha, beta) == [before]  # out of compare, regressions, references
+    assert sorted(exchange.Exchange(alpha.results).accepted_runs("beta")["beta"]) == sorted(
+        [before, stolen]
+    )  # kept aside, not deleted
+    status = alpha.cli("exchange", "status")
+    assert status.returncode == 0 and "1 run(s) of beta retracted" in status.stdout, status
+    assert stolen in status.stdout
+    with alpha.act():
+        assert list(registry.retracted(exchange.Exchange(alpha.results))["beta"]) == [stolen]
+
+    # A late joiner: gamma pins the host's key and the history alpha accepted, and takes
+    # the registry and the runs: the rotated key's, never the revoked key's late one.
+    gamma = world.site("gamma")
+    assert host.cli("trust", "register", "gamma", f"{gamma.key}.pub").returncode == 0
+    alpha.pull()
+    pinned = alpha.cli("exchange", "accepted").stdout.split()[0]
+    done = gamma.cli("trust", "import", "--host", world.host_fp)
+    assert done.returncode == 0, done
+    joined = gamma.cli("pull", "--remote", str(world.bare), "--expect", pinned)
+    assert joined.returncode in (0, 3), joined
+    assert gamma.runs("alpha") == sorted([first, second])
+    assert gamma.runs("beta") == [before]
+    mine = gamma.new_run()
+    assert gamma.publish().published
+    got = alpha.pull()
+    assert got.new == [("gamma", [mine])], got
+    # What alpha signs from now on leaves the retracted run out (named): gamma, which never
+    # took it, and beta, whose run it is, accept alpha's commit; alpha can still read it.
+    third = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [third], sent
+    assert git(world.bare, "ls-tree", "main", "--", f"beta/{stolen}").stdout == ""
+    assert git(world.bare, "ls-tree", "main", "--", f"beta/{before}").stdout != ""
+    for site in (gamma, beta):
+        got = site.pull()
+        assert ("alpha", [third]) in got.new, got
+    assert (alpha.show("beta", stolen) / "report.json").is_file()
+    assert _indexed(alpha, beta) == [before]
+
+
+def _pub(site):
+    return " ".join(site.public.split()[:2])
+
+
+HOSTILE = {
+    "a non-host commit registering a site": (
+        lambda w: (w.site("mallory").key, lambda t: t + f"mallory {_pub(w.site('mallory'))}\n"),
+        "only the host registers a site",
+    ),
+    "a registry rewrite": (
+        lambda w: (
+            w.site("host").home / "keys" / registry.HOST_KEY,
+            lambda t: "".join(ln + "\n" for ln in t.splitlines() if not ln.startswith("beta ")),
+        ),
+        "rewrites or removes earlier entries",
+    ),
+    "a second site claiming an existing name": (
+        lambda w: (w.site("beta").key, lambda t: t + f"alpha {_pub(w.site('mallory'))}\n"),
+        "a second site claiming the name alpha",
+    ),
+    "a rotation signed by neither the old key nor the host": (
+        lambda w: (
+            w.site("mallory").key,
+            lambda t: t
+            + f'alpha valid-before="20261101000000Z" {_pub(w.site("alpha"))}\n'
+            + f"alpha {_pub(w.site('mallory'))}\n",
+        ),
+        "neither the host's key nor alpha's",
+    ),
+    "a registry change with a run": (
+        lambda w: (
+            w.site("host").home / "keys" / registry.HOST_KEY,
+            lambda t: t + f"mallory {_pub(w.site('mallory'))}\n",
+        ),
+        "a registry change is a commit of its own",
+    ),
+}
+
+
+@pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_a_hostile_registry_change_is_refused_and_the_others_go_on(tmp_path, protected, case):
+    world = _federation(tmp_path, protected)
+    alpha, beta = world.site("alpha"), world.site("beta")
+    world.site("mallory")
+    first = alpha.new_run()
+    assert alpha.publish().published
+    make, reason = HOSTILE[case]
+    key, edit = make(world)
+    clone = world.hostile_clone()
+    (clone / REG).write_text(edit((clone / REG).read_text()))
+    if case == "a registry change with a run":
+        (clone / "mallory" / first).mkdir(parents=True)
+        (clone / "mallory" / first / "report.json").write_text("{}")
+    pushed = world.push_as(clone, "registry", key=key)
+    assert (pushed.returncode != 0) == protected, pushed.stderr
+    if protected:
+        assert reason in pushed.stderr, pushed.stderr
+    else:
+        refused = " | ".join(beta.pull().refused)
+        assert reason in refused, refused
+    second = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [second], sent
+    assert beta.pull().new == [("alpha", sorted({first, second} - set(beta.runs("alpha"))))] or (
+        beta.runs("alpha") == sorted([first, second])
+    )
+    assert beta.runs("alpha") == sorted([first, second])
+    # The registry on the remote read with plain git holds no refused line.
+    text = git(world.bare, "show", f"main:{REG}").stdout
+    assert "mallory" not in text and len(_registered(world, "beta")) == 1
+    assert len(_registered(world, "alpha")) == 1
