@@ -1217,7 +1217,7 @@ def slurm_cluster():
     root = Path(tempfile.mkdtemp(prefix="sb-scron."))
     root.chmod(0o755)
     cluster = LocalCluster(root / "c")
-    cluster.start(nodes=1, accounting="none", port=16827)
+    cluster.start(nodes=1, accounting="none", port=16827, owner=os.getpid())
     yield cluster
     cluster.stop()
     assert not cluster.running()
