@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, sitebench, unjudged
+from test_loop import ALL_CHECKS  # the quick suite's checks, run on the local site there
 from sitebench.common.errors import SitebenchError
 from sitebench.results.rundirs import case_folder
 from sitebench.services.slurm import netns, owners
@@ -28,24 +29,6 @@ from sitebench.services.slurm.cluster import LocalCluster, missing_programs, nee
 
 #: Not Slurm's default 6817: a developer's own cluster may be up.
 PORT = 16817
-
-#: The checks of the quick suite (test_loop.py runs them on the local site).
-ALL_CHECKS = {
-    "StreamCheck",
-    "HplCheck",
-    "NpbCheck",
-    "HplMessagesCheck",
-    "NpbMessagesCheck",
-    "ParsecCheck",
-    "SysbenchCheck",
-    "OsuLatencyCheck",
-    "OsuBandwidthCheck",
-    "JacobiCheck",
-    "RingCheck",
-    "PagesCheck",
-    "JavaPingPongCheck",
-    "Gadget2Check",
-}
 
 
 def _skip_reason(nodes):
@@ -257,14 +240,6 @@ def test_the_cluster_of_a_killed_run_is_stopped_by_the_next_start():
             LocalCluster(directory).stop()
         shutil.rmtree(root, ignore_errors=True)
     assert not _processes_using(root)
-
-
-def _recorded_under(root):
-    return [owned.root for owned in owners.recorded() if owned.root.is_relative_to(root)]
-
-
-def _host():
-    import socket
 
 
 def _recorded_under(root):

@@ -13,7 +13,6 @@ system Slurm.
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
