@@ -57,3 +57,30 @@ def test_a_name_listed_twice_is_left_to_spack(tmp_path):
     table = tmp_path / "installed-roots.txt"
     table.write_text(installed_roots.table(env, f"{HPL}\n{second}\n"))
     assert listed_install("hpl", env, table) is None
+
+
+def test_a_build_spack_reported_no_single_install_for_says_what_it_reported(tmp_path):
+    """The failure names what `spack find` wrote: the stage directory holding spack-spec.txt
+    is gone when a test's tmp_path is cleaned, the report and log stay."""
+    from types import SimpleNamespace
+
+    from sitebench.run.spack_build import SPEC_FILE, SpackBuild
+
+    fixture = SimpleNamespace(stagedir=str(tmp_path))
+    fixture._read = lambda name: SpackBuild._read(fixture, name)
+    said = {}
+    prefix = tmp_path / "store/osu"
+    for case, text in (
+        ("none", ""),
+        ("two", f"{prefix}\tosu@7.2 /aaa\n{prefix}\tosu@7.2 /bbb\n"),
+        ("no tab", "==> osu@7.2 /aaa\n"),
+        ("no prefix", f"{prefix}\tosu@7.2 /aaa\n"),
+    ):
+        (tmp_path / SPEC_FILE).write_text(text)
+        said[case] = SpackBuild._reported(fixture)
+    assert said == {
+        "none": "0 lines",
+        "two": f"2 lines: {prefix}\tosu@7.2 /aaa | {prefix}\tosu@7.2 /bbb",
+        "no tab": "no tab-separated prefix in '==> osu@7.2 /aaa'",
+        "no prefix": f"the prefix {prefix} is no directory",
+    }

@@ -435,7 +435,7 @@ def two_nodes():
     root.chmod(0o755)
     cluster = LocalCluster(root / "n2")
     try:
-        cluster.start(nodes=2, port=PORT)
+        cluster.start(nodes=2, port=PORT, owner=os.getpid())
         yield cluster
     finally:
         cluster.stop()

@@ -339,10 +339,48 @@ def test_incoming_runs_refused_by_the_publish_are_in_the_alert(night_env):
     assert run_night(SITE, suite=suite_returning(tmp), publisher=publisher) == codes.PASSED
     alert = night_env["alerts"].read_text()
     assert "published: 20261124T010000Z-abcdef (commit 0123abc)" in alert
-    assert "the publish refused 2 incoming commit(s):" in alert
+    assert "the publish refused 2 incoming commit(s), one line per site" in alert
     for line in refused:
         assert f"  refused: {line}" in alert and f"  refused: {line}" in log_of(night_env)
     assert log_of(night_env).rstrip().endswith("verdict: passed (exit 0)")
+
+
+@pytest.mark.reliability_fault
+def test_many_commits_refused_from_one_site_are_one_alert_line(night_env):
+    """A site that pushed 40 unsigned commits costs the alert one line (its count and first
+    reason), another site's one refused commit one more; the quarantine listing the alert
+    names has every one of them."""
+    from exchange_world import World
+
+    tmp = night_env["tmp"]
+    (tmp / "world").mkdir()
+    world = World(tmp / "world")
+    world.make_remote()
+    receiver = world.site("beta")
+    clone = world.hostile_clone("delta")
+    sent = [("delta", f"20261126T0303{i:02d}Z-unsgnd") for i in range(40)]
+    sent.append(("omega", "20261126T040404Z-unsgnd"))
+    for site, run in sent:
+        (clone / site / run).mkdir(parents=True)
+        (clone / site / run / "report.json").write_text("{}")
+        assert world.push_as(clone, f"results: {site} {run}").returncode == 0
+    make_site(tmp / "sites", night_env["nightly"], results={"remote": str(world.bare)})
+
+    night = run_night(SITE, suite=suite_returning(tmp), publisher=lambda site: receiver.publish())
+    assert night == codes.PASSED  # refusals alert, and leave the verdict as it is
+    alert = night_env["alerts"].read_text()
+    assert "the publish refused 41 incoming commit(s), one line per site" in alert
+    assert "./sitebench exchange quarantine" in alert
+    said = [line for line in alert.splitlines() if line.startswith("  refused: ")]
+    assert len(said) == 2, said
+    assert said[0].startswith("  refused: delta: 40 commits refused, the first: commit ")
+    assert said[1].startswith("  refused: omega: commit ")
+    assert all("signed" in line for line in said), said  # the reason: no trusted signature
+    assert [line for line in log_of(night_env).splitlines() if line in said] == said
+    listed = receiver.cli("exchange", "quarantine")
+    assert listed.returncode == 0, listed.stderr
+    sites = [line.split()[2] for line in listed.stdout.splitlines()]  # time, commit, site
+    assert (sites.count("delta"), sites.count("omega"), len(sites)) == (40, 1, 41), sites
 
 
 def test_a_rewritten_remote_is_in_the_alert_with_the_way_back(night_env):
@@ -1217,7 +1255,7 @@ def slurm_cluster():
     root = Path(tempfile.mkdtemp(prefix="sb-scron."))
     root.chmod(0o755)
     cluster = LocalCluster(root / "c")
-    cluster.start(nodes=1, accounting="none", port=16827)
+    cluster.start(nodes=1, accounting="none", port=16827, owner=os.getpid())
     yield cluster
     cluster.stop()
     assert not cluster.running()

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -19,31 +20,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import sitebench, unjudged
+from conftest import ROOT, sitebench, unjudged
+from test_loop import ALL_CHECKS  # the quick suite's checks, run on the local site there
+from sitebench.common.errors import SitebenchError
 from sitebench.results.rundirs import case_folder
-from sitebench.services.slurm import netns
+from sitebench.services.slurm import netns, owners
 from sitebench.services.slurm.cluster import LocalCluster, missing_programs, needs_root, read_pid
 
 #: Not Slurm's default 6817: a developer's own cluster may be up.
 PORT = 16817
-
-#: The checks of the quick suite (test_loop.py runs them on the local site).
-ALL_CHECKS = {
-    "StreamCheck",
-    "HplCheck",
-    "NpbCheck",
-    "HplMessagesCheck",
-    "NpbMessagesCheck",
-    "ParsecCheck",
-    "SysbenchCheck",
-    "OsuLatencyCheck",
-    "OsuBandwidthCheck",
-    "JacobiCheck",
-    "RingCheck",
-    "PagesCheck",
-    "JavaPingPongCheck",
-    "Gadget2Check",
-}
 
 
 def _skip_reason(nodes):
@@ -79,7 +64,7 @@ def start_cluster():
             pytest.skip(reason)
         cluster = LocalCluster(root / f"n{nodes}")
         started.append(cluster)
-        cluster.start(nodes=nodes, port=PORT, cpus_per_node=cpus_per_node)
+        cluster.start(nodes=nodes, port=PORT, cpus_per_node=cpus_per_node, owner=os.getpid())
         return cluster
 
     yield start
@@ -189,6 +174,76 @@ def test_start_status_stop_leaves_nothing_behind(start_cluster):
     assert not any(_alive(pid) for pid in running.values())
     assert not _processes_using(lay.root)
     assert cluster.stop() == []  # stopping a stopped cluster is fine
+
+
+#: Starts a cluster for this very process (its owner), says so, then waits to be killed.
+_OWNER = """
+import os, sys
+from sitebench.services.slurm.cluster import LocalCluster
+LocalCluster(sys.argv[1]).start(port=int(sys.argv[2]), owner=os.getpid())
+print("up", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.reliability_fault
+@pytest.mark.slurm
+def test_the_cluster_of_a_killed_run_is_stopped_by_the_next_start():
+    """A test run killed mid-way (pytest killed, a CI timeout) leaves its cluster's daemons
+    on the fixed ports; the next start stops them once their owner is gone, never while it
+    lives, and never a cluster started with no owner (`./sitebench cluster start`)."""
+    reason = _skip_reason(1)
+    if reason:
+        pytest.skip(reason)
+    root = Path(tempfile.mkdtemp(prefix="sb-slurm."))  # short: unix socket paths
+    root.chmod(0o755)
+    dirs = {name: root / name for name in ("killed", "next", "admin", "blocked")}
+    owner = subprocess.Popen(
+        [sys.executable, "-c", _OWNER, str(dirs["killed"]), str(PORT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+    )
+    try:
+        assert owner.stdout.readline() == "up\n", owner.stderr.read()
+        killed = LocalCluster(dirs["killed"])
+        daemons = killed.running()
+        assert len(daemons) == 5, daemons
+        # Its owner alive, the cluster is another run's: the ports are refused, it lives.
+        with pytest.raises(SitebenchError, match=f"in use: .*{dirs['killed']}"):
+            LocalCluster(dirs["next"]).start(port=PORT, owner=os.getpid())
+        assert killed.running() == daemons
+        owner.kill()  # the owner only: its daemons live on, as after a killed run
+        owner.wait()
+        assert killed.running() == daemons
+        following = LocalCluster(dirs["next"])
+        following.start(port=PORT, owner=os.getpid())
+        assert following.sinfo() == {_host(): "idle"}
+        assert not any(_alive(pid) for pid in daemons.values())
+        assert not _processes_using(dirs["killed"])
+        assert _recorded_under(root) == [dirs["next"]]
+        following.stop()
+        assert _recorded_under(root) == []
+        # A cluster with no owner (an admin's, like a system Slurm) is never stopped by a start.
+        admin = sitebench("cluster", "start", "--dir", str(dirs["admin"]), "--port", str(PORT))
+        assert admin.returncode == 0, admin.stderr
+        admin_daemons = LocalCluster(dirs["admin"]).running()
+        with pytest.raises(SitebenchError, match="in use"):
+            LocalCluster(dirs["blocked"]).start(port=PORT, owner=os.getpid())
+        assert LocalCluster(dirs["admin"]).running() == admin_daemons
+    finally:
+        owner.kill()
+        owner.wait()
+        for directory in dirs.values():
+            LocalCluster(directory).stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert not _processes_using(root)
+
+
+def _recorded_under(root):
+    return [owned.root for owned in owners.recorded() if owned.root.is_relative_to(root)]
 
 
 def _host():

@@ -55,7 +55,7 @@ def _retention(site):
 def command(args):
     from sitebench.common.terminal import shown
     from sitebench.results.exchange import REFUSED_EXIT, RESTORE_HINT, pull, results_settings
-    from sitebench.results.site_warnings import one_line
+    from sitebench.results.site_warnings import one_line, refused_by_site
 
     remote, branch = args.remote, args.branch
     if args.site:
@@ -77,10 +77,7 @@ def command(args):
     for line in _per_site(done.kept, lambda line: line.split("/", 1)[0], "runs"):
         print(shown(f"kept the copy here: {line}"))
     # One line per site, whatever the number of its commits refused (the log has each).
-    by_site = {}
-    for site, commit, reason in done.refusals:
-        by_site.setdefault(site, []).append(f"commit {commit[:12]} refused: {reason}")
-    for site, lines in by_site.items():
+    for site, lines in refused_by_site(done.refusals).items():
         print(shown(f"REFUSED {one_line(site, lines, 'commits refused')}"))
     if len(done.refused) > len(done.refusals):  # the branch itself (deleted)
         for line in done.refused[len(done.refusals) :]:

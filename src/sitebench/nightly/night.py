@@ -72,9 +72,32 @@ def publish_run(site, publisher):
     # Published.refused is newer than this code's first callers: absent means none.
     refused = list(getattr(result, "refused", None) or [])
     if refused:
-        said += f"\nthe publish refused {len(refused)} incoming commit(s):"
-        said += "".join(f"\n{REFUSED}{line}" for line in refused)
+        said += (
+            f"\nthe publish refused {len(refused)} incoming commit(s), one line per site "
+            f"(each one: {QUARANTINE_LISTING}):"
+        )
+        said += "".join(f"\n{REFUSED}{line}" for line in refused_lines(result, refused))
     return said, result.published
+
+
+#: Where every refused commit is listed with its reason (the alert says one line a site).
+QUARANTINE_LISTING = "./sitebench exchange quarantine"
+
+
+def refused_lines(result, refused):
+    """One line per site of the refused commits, as ``pull`` says them: a site that sent
+    10,000 bad commits costs the alert one line (its count and first reason); lines no site
+    is known for (the remote's branch deleted) are said as they are."""
+    from sitebench.results.site_warnings import one_line, refused_by_site
+
+    # Published.refusals is newer still: without it, each line as it is.
+    by_site = refused_by_site(getattr(result, "refusals", None) or [])
+    grouped = {line for lines in by_site.values() for line in lines}
+    said = [
+        one_line(site, lines, "commits refused") if len(lines) > 1 else f"{site}: {lines[0]}"
+        for site, lines in by_site.items()
+    ]
+    return said + [line for line in refused if line not in grouped]
 
 
 def disturbed_line(cases):

@@ -97,6 +97,8 @@ class Published:
     commit: str = None
     refused: list = field(default_factory=list)
     rewritten: bool = False
+    #: [(site, commit, reason)] of the refused commits (``refused``'s lines, by site).
+    refusals: list = field(default_factory=list)
 
 
 @dataclass
@@ -1050,11 +1052,14 @@ def publish(site_name, results_root=None, remote=None, branch=None, retries=5):
     )
     key, _, _ = trust.ensure_site_key(site_name)
     ex.git("config", "sitebench.site", site_name)
+    refusals = []
     with ex.locked():
-        return _publish(ex, site_name, key, retries)
+        result = _publish(ex, site_name, key, retries, refusals)
+    result.refusals = refusals
+    return result
 
 
-def _publish(ex, site, key, retries):
+def _publish(ex, site, key, retries, refusals):
     prefix = ex.setting("prefix", "")
     refused, reason = [], ""
     for attempt in range(retries + 1):
@@ -1064,6 +1069,7 @@ def _publish(ex, site, key, retries):
             return Published(False, [], err.reason, None, refused)
         pulled = ex.accept(tip, _rules(ex))
         refused += [line for line in pulled.refused if line not in refused]
+        refusals += [r for r in pulled.refusals if r not in refusals]
         if pulled.rewritten:
             # Publishing on top would bless the rewritten history: the admin looks first.
             return Published(False, [], pulled.refused[0], None, refused, rewritten=True)

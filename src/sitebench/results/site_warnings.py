@@ -38,3 +38,12 @@ def one_line(site, messages, what="warnings"):
     if len(messages) == 1:
         return messages[0]
     return f"{site}: {len(messages)} {what}, the first: {messages[0]}"
+
+
+def refused_by_site(refusals):
+    """{site: ["commit <12 hex> refused: <reason>", ...]} of refused commits
+    [(site, commit, reason)], in order: what :func:`one_line` says one line per site."""
+    by_site = {}
+    for site, commit, reason in refusals:
+        by_site.setdefault(site, []).append(f"commit {commit[:12]} refused: {reason}")
+    return by_site

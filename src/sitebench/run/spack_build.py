@@ -109,8 +109,20 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
     def installed(self):
         return sn.assert_true(
             os.path.isdir(self.install_prefix()),
-            msg=f"spack did not report one installed {self.spack_spec} (see {SPEC_FILE})",
+            msg=f"spack did not report one installed {self.spack_spec} (see {SPEC_FILE}: "
+            f"{self._reported()})",
         )
+
+    def _reported(self):
+        """What ``spack find`` wrote, said in the failure itself: the stage directory that
+        holds the file may be gone when someone reads the report (a test's tmp_path)."""
+        lines = self._read(SPEC_FILE).splitlines()
+        if len(lines) != 1:
+            shown = " | ".join(line[:200] for line in lines[:3])
+            return f"{len(lines)} lines" + (f": {shown}" if shown else "")
+        if "\t" not in lines[0]:
+            return f"no tab-separated prefix in {lines[0][:200]!r}"
+        return f"the prefix {lines[0].split(chr(9), 1)[0]} is no directory"
 
     def _read(self, name):
         path = os.path.join(self.stagedir or "", name)

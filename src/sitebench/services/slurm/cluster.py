@@ -22,7 +22,7 @@ from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.services import programs
 from sitebench.services.mariadb_server import find_binaries, log_tail
-from sitebench.services.slurm import netns
+from sitebench.services.slurm import netns, owners
 from sitebench.services.slurm.config import Cluster, Layout, plan, slurm_conf, slurmdbd_conf
 
 PROGRAMS = {
@@ -183,7 +183,17 @@ class LocalCluster:
 
     # -- start -------------------------------------------------------------------------
 
-    def start(self, nodes=1, accounting="slurmdbd", port=None, subnet=None, cpus_per_node=None):
+    def start(
+        self,
+        nodes=1,
+        accounting="slurmdbd",
+        port=None,
+        subnet=None,
+        cpus_per_node=None,
+        owner=None,
+    ):
+        """Start the cluster; with ``owner`` (a pid, e.g. a test run's), the next start
+        stops it if that process has exited without stopping it."""
         root = needs_root()
         if root:
             raise SitebenchError(*root)
@@ -193,6 +203,7 @@ class LocalCluster:
                 f"Slurm programs missing: {', '.join(missing)}",
                 f"apt-get install {' '.join(sorted(set(missing.values())))}",
             )
+        stop_orphaned()
         if self.running():
             raise SitebenchError(
                 f"a cluster is already running from {self.layout.root}: "
@@ -224,8 +235,14 @@ class LocalCluster:
             and not _port_free(cluster.controller_address, p)
         ]
         if busy:
+            owned = [
+                f"{o.root} (started for process {o.owner_pid}, still running)"
+                for o in owners.recorded()
+            ]
             raise SitebenchError(
-                f"in use: {', '.join(busy)} (another Slurm on this machine?)",
+                f"in use: {', '.join(busy)} (another Slurm on this machine?"
+                + (f" clusters of live runs: {'; '.join(owned)}" if owned else "")
+                + ")",
                 "stop it, or pick other ports with --port (3 ports from it are used)",
             )
         if nodes > 1:
@@ -237,6 +254,8 @@ class LocalCluster:
                 )
         self._fresh_dirs()
         write_atomic(self.layout.cluster_file, cluster.to_json())
+        if owner is not None:  # before any daemon: an owner killed mid-start leaves none
+            owners.record(self.layout.root, owner)
         try:
             if nodes > 1:
                 netns.create(cluster)
@@ -497,7 +516,43 @@ class LocalCluster:
             )
         if left:
             stopped.append(f"{len(left)} leftover job processes (killed)")
+        owners.forget(lay.root)
         return stopped
+
+    def _drop_reused_pids(self):
+        """Remove the pid files whose process is no daemon of this cluster (the daemon
+        died, its pid went to another process), so that stop() signals only its own."""
+        for pid_file in self.layout.run.glob("*.pid"):
+            pid = read_pid(pid_file)
+            if pid and _alive(pid) and not _belongs(pid, self.layout.root):
+                pid_file.unlink()
+
+
+def stop_orphaned():
+    """Stop every cluster started for a process that has exited without stopping it
+    (a killed test run); return their directories. Clusters of live owners, clusters
+    started with no owner and any other Slurm are left alone."""
+    stopped = []
+    for owned in owners.orphaned():
+        cluster = LocalCluster(owned.root)
+        cluster._drop_reused_pids()
+        cluster.stop()
+        stopped.append(owned.root)
+    return stopped
+
+
+def _belongs(pid, root):
+    """Whether process ``pid`` is one of the cluster's in ``root``: every daemon names a
+    file under it on its command line (slurmctld's and slurmd's -f, munged's --socket,
+    mariadbd's --datadir) or in its environment (slurmdbd's SLURM_CONF)."""
+    mark = os.fsencode(str(root) + "/")
+    for part in ("cmdline", "environ"):
+        try:
+            if mark in Path(f"/proc/{pid}/{part}").read_bytes():
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def _signal(pid, sig):
