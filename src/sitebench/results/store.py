@@ -133,8 +133,9 @@ def _parse_time(text):
     return pd.NaT
 
 
-def _figure_table(rows):
-    df = pd.DataFrame(rows, columns=FIGURES.names)
+def _figure_table(columns):
+    """The figures' table from {column: values} (:func:`clean_columns`)."""
+    df = pd.DataFrame({name: columns.get(name, []) for name in FIGURES.names})
     # Typed even when empty: a run without a figure (every build failed) is indexed too.
     df["started"] = pd.Series(
         [_time(t) for t in df["started"]], index=df.index, dtype="datetime64[ns, UTC]"
@@ -220,6 +221,51 @@ def clean(row, schema, wrong=None):
         kept = out[name] = cleaner(value)
         if kept is None and value is not None and value is not pd.NaT and wrong is not None:
             wrong.append((name, row, value))
+    return out
+
+
+#: Per column type, the Python types whose values need no cleaning one by one (checked
+#: for the whole column at once: text encodable as UTF-8, numbers finite).
+_AS_IS = {
+    pa.string(): {str, type(None)},
+    pa.float64(): {float, type(None)},
+    pa.int64(): {type(None)},
+    _TIME: {str, type(None)},
+    pa.bool_(): {bool, type(None)},
+}
+
+
+def _as_is(values, kind):
+    if not set(map(type, values)) <= _AS_IS[kind]:
+        return False
+    present = [v for v in values if v is not None]
+    if kind == pa.string():
+        try:
+            "".join(present).encode("utf-8")
+        except UnicodeEncodeError:
+            return False  # a lone surrogate: replaced value by value
+    elif kind == pa.float64():
+        return all(map(math.isfinite, present))
+    return True
+
+
+def clean_columns(rows, schema, wrong=None):
+    """{column: values} of ``rows``, each value cleaned as :func:`clean` cleans it, a whole
+    column at once where its values need nothing (a run's 445 figures: 23 checks of a list
+    instead of 10,000 calls); ``wrong`` gets what was dropped, row by row as :func:`clean`."""
+    out, dropped = {}, []
+    for at, field_ in enumerate(schema):
+        name, cleaner = field_.name, _CLEAN[field_.type]
+        values = [row.get(name) for row in rows]
+        if _as_is(values, field_.type):
+            out[name] = values
+            continue
+        out[name] = cleaned = [cleaner(v) for v in values]
+        for i, (value, kept) in enumerate(zip(values, cleaned)):
+            if kept is None and value is not None and value is not pd.NaT:
+                dropped.append((i, at, name, rows[i], value))
+    if wrong is not None:
+        wrong.extend(item[2:] for item in sorted(dropped, key=lambda item: item[:2]))
     return out
 
 
@@ -320,10 +366,10 @@ def _write_json(path, data):
 
 
 def _index_run(path, say):
-    """(figure rows, run row, signature) of one run; raises on anything it cannot read."""
+    """(figure columns, run row, signature) of one run; raises on anything it cannot read."""
     before = _signature(path)
     run, wrong = load_run(path), []
-    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
     run_row = clean(_run_row(run), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -439,10 +485,11 @@ class _SiteRefresh:
             for name, p in sorted(self.on_disk.items())
             if name not in self.known and name not in arriving
         ]
-        figure_rows, run_rows, added = [], [], {}
+        figure_rows, run_rows, added = {name: [] for name in FIGURES.names}, [], {}
 
         def take(name, rows, run_row, signature, note):
-            figure_rows.extend(rows)
+            for column, values in rows.items():
+                figure_rows[column].extend(values)
             run_rows.append(run_row)
             added[name] = signature
             notes.pop(name, None)
@@ -493,10 +540,10 @@ class _SiteRefresh:
 
 
 def _index_loaded(run, entry, say):
-    """(figure rows, run row, identity, note) of a run read from the exchange."""
+    """(figure columns, run row, identity, note) of a run read from the exchange."""
     _site, _run, tree, commit = entry
     wrong = []
-    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
     run_row = clean(_run_row(run, f"exchange {commit} {tree}"), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -602,7 +649,9 @@ def refresh_all(results_root=None, store=None, warn=None, progress=None):
     accepted from the exchange since its last refresh are read in one pass (one ``git
     cat-file`` for all, one run held at a time): after a pull of a night of 100 sites the
     cost is the night's runs, not 100 refreshes."""
-    jobs = [_SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)]
+    jobs = [
+        _SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)
+    ]
     loaded = exchange_runs.stream(
         results_root or paths.results_dir(), [e for job in jobs for e in job.incoming]
     )
