@@ -521,3 +521,39 @@ def test_references_never_read_a_linked_provenance(results_root, tmp_path):
     assert warned and "symbolic link" in warned[0], proc.stderr
     assert "OsuLatencyCheck" in proc.stdout
     assert marker not in store_text()
+
+
+@pytest.mark.reliability_input
+def test_figures_cleaned_a_column_at_once_are_those_cleaned_row_by_row():
+    """The refresh cleans a run's figures column by column (:func:`store.clean_columns`):
+    every value of the wrong type another site's report may hold is dropped as the row by
+    row :func:`store.clean` drops it, and named in the same order (the note's "first")."""
+    import pandas as pd
+
+    rows = [
+        {
+            "site": "a",
+            "check": "Ok",
+            "figure": "F",
+            "value": 1.5,
+            "started": "20261122T153115+0000",
+        },
+        {"check": "Lone\ud800", "figure": "G", "value": float("nan"), "disturbed": "false"},
+        {"check": ["a list"], "figure": "H", "value": True, "reference": 10**400},
+        {
+            "check": "C",
+            "figure": "I",
+            "value": 3,
+            "upper": float("inf"),
+            "started": pd.Timestamp(0),
+        },
+        {"check": "D", "figure": "J", "value": {"x": 1}, "foreign_cores": -0.0, "disturbed": True},
+    ]
+    by_row, by_column = [], []
+    expected = [store.clean(row, store.FIGURES, by_row) for row in rows]
+    columns = store.clean_columns(rows, store.FIGURES, by_column)
+    for name in store.FIGURES.names:
+        assert columns[name] == [row[name] for row in expected], name
+    assert [(n, v) for n, _r, v in by_column] == [(n, v) for n, _r, v in by_row]
+    assert by_column[0][0] == "value" and len(by_column) == len(by_row) == 7
+    assert store._figure_table(columns).num_rows == len(rows)

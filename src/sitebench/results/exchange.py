@@ -366,10 +366,24 @@ class Exchange:
                     have[site] = self.accepted_runs(site).get(site, {})
                 if run in have[site]:
                     continue  # accepted before (a pull killed before its ref moved)
-                tree = self.git("rev-parse", f"{verdict.commit}:{rules.prefix}{site}/{run}")
-                taken.append((site, run, tree.stdout.strip(), verdict.commit))
-                have[site][run] = (tree.stdout.strip(), verdict.commit)
+                taken.append((site, run, None, verdict.commit))
+                have[site][run] = verdict.commit
                 found.setdefault(site, []).append(run)
+        if taken:
+            # Every run's tree from one git process (a first pull takes a year of runs).
+            names = [f"{commit}:{rules.prefix}{site}/{run}" for site, run, _, commit in taken]
+            out = self.git(
+                *NO_LAZY_FETCH,
+                "cat-file",
+                "--batch-check=%(objectname) %(objecttype)",
+                stdin="".join(f"{name}\n" for name in names),
+            ).stdout.splitlines()
+            trees = [line.split()[0] if line.endswith(" tree") else None for line in out]
+            if len(trees) != len(names) or None in trees:
+                raise GitFailed(("cat-file",), f"fatal: no tree for {len(names)} runs", 128)
+            taken = [
+                (site, run, tree, commit) for (site, run, _, commit), tree in zip(taken, trees)
+            ]
         pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
         if taken:
             self._log_runs(taken)

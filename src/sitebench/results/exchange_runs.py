@@ -12,10 +12,11 @@ run's identity and nothing is ever ``lstat``-ed. Git never fetches here
 the pull that accepted the run.
 """
 
+import subprocess
 from pathlib import Path
 
 from sitebench.results import runfiles
-from sitebench.results.exchange import Exchange
+from sitebench.results.exchange import NO_LAZY_FETCH, Exchange
 from sitebench.results.rundirs import INDEXED_FILES, REPORT, BadRun, parse_run
 
 
@@ -30,18 +31,21 @@ def _caps():
     }
 
 
-def _blobs(ex, trees):
-    """{(tree, relative): bytes, or an UnsafeFile saying why not} of the indexed files of
-    ``trees``; Unread when git cannot read the copy (a blob it lacks, a damaged copy)."""
+def _sizes(ex, trees):
+    """({(tree, relative): (blob id, or the UnsafeFile saying why not)}) of the indexed files
+    of ``trees``, from one ``cat-file --batch-check``: every cap is checked here, before a
+    byte of any file is read. Unread when git cannot read the copy."""
     caps = _caps()
     names = [f"{tree}:{rel}" for tree in trees for rel in INDEXED_FILES]
+    if not names:
+        return {}
     check = ex.read("cat-file", "--batch-check", stdin="".join(n + "\n" for n in names).encode())
     lines = check.stdout.decode(errors="replace").splitlines()
     if check.returncode != 0 or len(lines) != len(names):
         raise Unread(
             check.stderr.decode(errors="replace").strip().splitlines()[-1:] or "git failed"
         )
-    found, wanted = {}, []
+    found = {}
     for name, line in zip(names, lines):
         tree, _, rel = name.partition(":")
         fields = line.split()
@@ -55,64 +59,108 @@ def _blobs(ex, trees):
                 f"{caps[rel] / runfiles.MIB:.1f} MiB cap"
             )
         else:
-            wanted.append((tree, rel, fields[0]))
-    if not wanted:
-        return found
-    proc = ex.read(
-        "cat-file", "--batch", stdin="".join(f"{oid}\n" for _, _, oid in wanted).encode()
-    )
-    if proc.returncode != 0:
-        raise Unread(
-            proc.stderr.decode(errors="replace").strip().splitlines()[-1:] or "git failed"
-        )
-    out, at = proc.stdout, 0
-    for tree, rel, oid in wanted:
-        header_end = out.index(b"\n", at)
-        sha, _kind, size = out[at:header_end].decode().split()
-        if sha != oid:
-            raise Unread(f"git returned {sha} for {oid}")
-        found[tree, rel] = out[header_end + 1 : header_end + 1 + int(size)]
-        at = header_end + 2 + int(size)
+            found[tree, rel] = fields[0]
     return found
 
 
-def load(results_root, entries):
-    """[(entry, Run or the exception that says why not)] for ``entries`` of the exchange's
-    log ((site, run, tree, commit)): a run that cannot be read is named, never the others
-    stopped. Unread where the copy itself failed (the run is read again next time)."""
+class _Reader:
+    """One ``git cat-file --batch`` kept open, asked one blob at a time (never fetching):
+    the blobs of many runs from one process, holding one at a time."""
+
+    def __init__(self, ex):
+        self.ex, self.proc = ex, None
+
+    def get(self, oid):
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                ["git", *NO_LAZY_FETCH, "--git-dir", str(self.ex.git_dir), "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            self.proc.stdin.write(f"{oid}\n".encode())
+            self.proc.stdin.flush()
+            head = self.proc.stdout.readline().split()
+            if len(head) != 3 or head[0].decode() != oid:
+                raise Unread(f"git could not read {oid}")
+            size = int(head[2])
+            data = self.proc.stdout.read(size + 1)
+            if len(data) != size + 1:
+                raise Unread(f"git stopped reading {oid}")
+            return data[:-1]
+        except (BrokenPipeError, ValueError, OSError) as err:
+            self.close()
+            raise Unread(f"git could not read {oid} ({err})") from None
+        except Unread:
+            self.close()
+            raise
+
+    def close(self):
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.stdin.close()
+            proc.kill()
+            proc.wait()
+
+
+def stream(results_root, entries):
+    """(entry, Run or the exception that says why not) for each of ``entries`` of the
+    exchange's log ((site, run, tree, commit)), in their order, one run read at a time: a
+    run that cannot be read is named, never the others stopped. Unread where the copy
+    itself failed (the run is read again next time)."""
+    if not entries:
+        return
     ex = Exchange(results_root)
     trees = sorted({entry[2] for entry in entries})
     try:
-        blobs = _blobs(ex, trees)
+        sizes = _sizes(ex, trees)
     except Unread:
-        blobs = {}
+        sizes = {}
         for tree in trees:  # find the run the copy cannot give; the others are read
             try:
-                blobs.update(_blobs(ex, [tree]))
+                sizes.update(_sizes(ex, [tree]))
             except Unread as err:
-                blobs.update({(tree, rel): err for rel in INDEXED_FILES})
-    loaded = []
-    for entry in entries:
-        site, run, tree, _commit = entry
+                sizes.update({(tree, rel): err for rel in INDEXED_FILES})
+    reader = _Reader(ex)
+    try:
+        for entry in entries:
+            yield entry, _one(results_root, entry, sizes, reader)
+    finally:
+        reader.close()
 
-        def read(relative, limit, tree=tree):
-            data = blobs[tree, relative]
-            if isinstance(data, Exception):
-                raise data
-            if len(data) > limit:
-                raise runfiles.UnsafeFile(
-                    f"{relative} is over the {limit / runfiles.MIB:.1f} MiB cap"
-                )
-            return data
 
-        if isinstance(blobs.get((tree, REPORT)), Unread):
-            loaded.append((entry, blobs[tree, REPORT]))
-            continue
-        try:
-            loaded.append((entry, parse_run(site, run, _shown(results_root, site, run), read)))
-        except BadRun as err:
-            loaded.append((entry, err))
-    return loaded
+def _one(results_root, entry, sizes, reader):
+    site, run, tree, _commit = entry
+    blobs = {}
+    for rel in INDEXED_FILES:
+        found = sizes[tree, rel]
+        if isinstance(found, str):
+            try:
+                found = reader.get(found)
+            except Unread as err:
+                found = err
+        blobs[rel] = found
+    if isinstance(blobs[REPORT], Unread):
+        return blobs[REPORT]
+
+    def read(relative, limit):
+        data = blobs[relative]
+        if isinstance(data, Exception):
+            raise data
+        if len(data) > limit:
+            raise runfiles.UnsafeFile(f"{relative} is over the {limit / runfiles.MIB:.1f} MiB cap")
+        return data
+
+    try:
+        return parse_run(site, run, _shown(results_root, site, run), read)
+    except (BadRun, Unread) as err:
+        return err
+
+
+def load(results_root, entries):
+    """:func:`stream`'s pairs as a list (for a few runs: each is held in memory)."""
+    return list(stream(results_root, entries))
 
 
 def _shown(results_root, site, run):

@@ -22,6 +22,7 @@ again at the next refresh), never the others.
 """
 
 import functools
+import itertools
 import hashlib
 import json
 import math
@@ -132,8 +133,9 @@ def _parse_time(text):
     return pd.NaT
 
 
-def _figure_table(rows):
-    df = pd.DataFrame(rows, columns=FIGURES.names)
+def _figure_table(columns):
+    """The figures' table from {column: values} (:func:`clean_columns`)."""
+    df = pd.DataFrame({name: columns.get(name, []) for name in FIGURES.names})
     # Typed even when empty: a run without a figure (every build failed) is indexed too.
     df["started"] = pd.Series(
         [_time(t) for t in df["started"]], index=df.index, dtype="datetime64[ns, UTC]"
@@ -222,6 +224,51 @@ def clean(row, schema, wrong=None):
     return out
 
 
+#: Per column type, the Python types whose values need no cleaning one by one (checked
+#: for the whole column at once: text encodable as UTF-8, numbers finite).
+_AS_IS = {
+    pa.string(): {str, type(None)},
+    pa.float64(): {float, type(None)},
+    pa.int64(): {type(None)},
+    _TIME: {str, type(None)},
+    pa.bool_(): {bool, type(None)},
+}
+
+
+def _as_is(values, kind):
+    if not set(map(type, values)) <= _AS_IS[kind]:
+        return False
+    present = [v for v in values if v is not None]
+    if kind == pa.string():
+        try:
+            "".join(present).encode("utf-8")
+        except UnicodeEncodeError:
+            return False  # a lone surrogate: replaced value by value
+    elif kind == pa.float64():
+        return all(map(math.isfinite, present))
+    return True
+
+
+def clean_columns(rows, schema, wrong=None):
+    """{column: values} of ``rows``, each value cleaned as :func:`clean` cleans it, a whole
+    column at once where its values need nothing (a run's 445 figures: 23 checks of a list
+    instead of 10,000 calls); ``wrong`` gets what was dropped, row by row as :func:`clean`."""
+    out, dropped = {}, []
+    for at, field_ in enumerate(schema):
+        name, cleaner = field_.name, _CLEAN[field_.type]
+        values = [row.get(name) for row in rows]
+        if _as_is(values, field_.type):
+            out[name] = values
+            continue
+        out[name] = cleaned = [cleaner(v) for v in values]
+        for i, (value, kept) in enumerate(zip(values, cleaned)):
+            if kept is None and value is not None and value is not pd.NaT:
+                dropped.append((i, at, name, rows[i], value))
+    if wrong is not None:
+        wrong.extend(item[2:] for item in sorted(dropped, key=lambda item: item[:2]))
+    return out
+
+
 def _wrong_note(wrong):
     """'3 values of the wrong type stored as null (first: value of StreamCheck Copy: 'x')'."""
     column, row, value = wrong[0]
@@ -296,16 +343,20 @@ def _read_known(known_file):
     return known, notes
 
 
-def _read_index(known_file):
+def _read_index(known_file, with_segments=False):
     """:func:`_read_known` and where the index is in the exchange's log of accepted runs:
-    {"offset": bytes read, "pending": [entries to read again]}."""
+    {"offset": bytes read, "pending": [entries to read again]}; ``with_segments``: and the
+    run segments the list was written with (None where it does not say)."""
     try:
         known = json.loads(known_file.read_text())
     except (OSError, ValueError):
-        return None, {}, {}
+        known = None
     if not isinstance(known, dict) or not isinstance(known.get("runs"), dict):
-        return None, {}, {}
-    return known["runs"], known.get("notes") or {}, known.get("exchange") or {}
+        return (None, {}, {}, None) if with_segments else (None, {}, {})
+    found = known["runs"], known.get("notes") or {}, known.get("exchange") or {}
+    segments = known.get("segments")
+    ok = isinstance(segments, list) and all(isinstance(n, str) for n in segments)
+    return (*found, segments if ok else None) if with_segments else found
 
 
 def _write_json(path, data):
@@ -315,10 +366,10 @@ def _write_json(path, data):
 
 
 def _index_run(path, say):
-    """(figure rows, run row, signature) of one run; raises on anything it cannot read."""
+    """(figure columns, run row, signature) of one run; raises on anything it cannot read."""
     before = _signature(path)
     run, wrong = load_run(path), []
-    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
     run_row = clean(_run_row(run), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -368,126 +419,154 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     A run whose files changed since it was indexed is indexed anew and reported (``warn``)
     as altered, and kept in the site's list of altered runs (:func:`altered`). Any error
     reading one run skips that run with a one-line warning, never the others."""
-    check_name("site", site)
-    base = Path(store or store_dir(results_root)) / site
-    # One line per site (flushed at the end), whatever the number of runs warned about.
-    say = site_warnings.BySite(
-        lambda message: warn(one_line(message)) if warn else None,
-        site,
-        grouped=not getattr(warn, "every_run", False),  # the report lists each, then groups
-    )
-    # Half-assembled runs of a killed or failed writer: never indexed, never removed.
-    for path, why in leftovers(site, results_root):
-        say(f"{path} is not a run ({why}); remove it once inspected")
-    site_dir = Path(results_root or paths.results_dir()) / site
-    for link in links(site_dir):
-        what = site if link == site_dir else f"{site}/{link.name}"
-        say(
-            f"skipped {what}: a symbolic link, never followed (runs are read from real "
-            "directories only)"
+    job = _SiteRefresh(site, results_root, store, warn, progress)
+    return job.finish(exchange_runs.stream(job.root, job.incoming))
+
+
+class _SiteRefresh:
+    """One site's refresh in two steps, so that :func:`refresh_all` reads the exchange's
+    runs of every site in one pass: what the site needs (``incoming``: runs accepted from
+    the exchange since its last refresh), then :meth:`finish` with those runs read."""
+
+    def __init__(self, site, results_root, store, warn, progress):
+        check_name("site", site)
+        self.site, self.progress = site, progress
+        self.root = results_root or paths.results_dir()
+        self.base = base = Path(store or store_dir(results_root)) / site
+        # One line per site (flushed at the end), whatever the number of runs warned about.
+        self.say = say = site_warnings.BySite(
+            lambda message: warn(one_line(message)) if warn else None,
+            site,
+            grouped=not getattr(warn, "every_run", False),  # the report lists each, then groups
         )
-    known_file = base / "runs.json"
-    known, notes, state = _read_index(known_file)
-    if known is None and base.exists():
-        shutil.rmtree(base)  # an index of another layout, or a damaged list: made anew
-    known = known or {}
-    state = state if known else {}
-    on_disk = {p.name: p for p in run_dirs(site, results_root)}
-    from_disk = {name for name, sig in known.items() if not _from_exchange(sig)}
-    stale = from_disk - set(on_disk)  # removed from results/: its figures must go
-    restated = False
-    for name in sorted(from_disk & set(on_disk)):
-        why, now = _change(on_disk[name], known[name])
-        if why:
-            stale.add(name)
-            say(altered_message(site, name, why))
-            _note_altered(base, name, why)
-        elif now is not known[name]:
-            known[name], restated = now, True  # same content, new stat (a copy): kept
-    base.mkdir(parents=True, exist_ok=True)
-    listed = len(known)
-    retracted = _retracted(site, results_root)
-    if retracted:
-        # Runs a revoked key signed from its revocation on: kept in the exchange, never
-        # in compare, regressions or references.
-        stale |= {name for name in known if name in retracted}
-        say(retracted_message(site, retracted))
-    before_drop = known
-    known = _drop_segments(base, known, stale)
-    restated = restated or len(known) != listed
-    incoming, log_end = _exchange_entries(site, results_root, state, known)
-    gone = stale - set(on_disk)
-    if gone:
-        # A copy of an accepted run dropped from results/ (exchange prune): its figures
-        # are read again from the exchange's objects, as for a run never written out.
-        ex = Exchange(results_root or paths.results_dir())
-        accepted = ex.accepted_runs(site).get(site, {}) if ex.exists else {}
-        arriving = {entry[1] for entry in incoming}
+        # Half-assembled runs of a killed or failed writer: never indexed, never removed.
+        for path, why in leftovers(site, results_root):
+            say(f"{path} is not a run ({why}); remove it once inspected")
+        site_dir = Path(self.root) / site
+        for link in links(site_dir):
+            what = site if link == site_dir else f"{site}/{link.name}"
+            say(
+                f"skipped {what}: a symbolic link, never followed (runs are read from real "
+                "directories only)"
+            )
+        self.known_file = base / "runs.json"
+        known, self.notes, state, segments = _read_index(self.known_file, with_segments=True)
+        if known is None and base.exists():
+            shutil.rmtree(base)  # an index of another layout, or a damaged list: made anew
+        known = known or {}
+        self.state = state = state if known else {}
+        self.on_disk = on_disk = {p.name: p for p in run_dirs(site, results_root)}
+        from_disk = {name for name, sig in known.items() if not _from_exchange(sig)}
+        stale = from_disk - set(on_disk)  # removed from results/: its figures must go
+        restated = False
+        for name in sorted(from_disk & set(on_disk)):
+            why, now = _change(on_disk[name], known[name])
+            if why:
+                stale.add(name)
+                say(altered_message(site, name, why))
+                _note_altered(base, name, why)
+            elif now is not known[name]:
+                known[name], restated = now, True  # same content, new stat (a copy): kept
+        base.mkdir(parents=True, exist_ok=True)
+        listed = len(known)
+        self.retracted = retracted = _retracted(site, results_root)
+        if retracted:
+            # Runs a revoked key signed from its revocation on: kept in the exchange, never
+            # in compare, regressions or references.
+            stale |= {name for name in known if name in retracted}
+            say(retracted_message(site, retracted))
+        before_drop = known
+        self.known = known = _drop_segments(base, known, stale, segments if known else None)
+        restated = restated or len(known) != listed
+        incoming, self.log_end = _exchange_entries(site, results_root, state, known)
+        gone = stale - set(on_disk)
+        if gone:
+            # A copy of an accepted run dropped from results/ (exchange prune): its figures
+            # are read again from the exchange's objects, as for a run never written out.
+            ex = Exchange(self.root)
+            accepted = ex.accepted_runs(site).get(site, {}) if ex.exists else {}
+            arriving = {entry[1] for entry in incoming}
+            incoming += [
+                (site, name, *accepted[name])
+                for name in sorted(gone)
+                if name in accepted and name not in arriving
+            ]
+        # Runs of the exchange that shared a dropped segment with a retracted one: read again.
+        coming = {entry[1] for entry in incoming}
         incoming += [
-            (site, name, *accepted[name])
-            for name in sorted(gone)
-            if name in accepted and name not in arriving
+            (site, name, sig["tree"], sig["commit"])
+            for name, sig in sorted(before_drop.items())
+            if _from_exchange(sig)
+            and name not in known
+            and name not in stale
+            and name not in coming
         ]
-    # Runs of the exchange that shared a dropped segment with a retracted one: read again.
-    coming = {entry[1] for entry in incoming}
-    incoming += [
-        (site, name, sig["tree"], sig["commit"])
-        for name, sig in sorted(before_drop.items())
-        if _from_exchange(sig)
-        and name not in known
-        and name not in stale
-        and name not in coming
-    ]
-    incoming = [entry for entry in incoming if entry[1] not in retracted]
-    restated = restated or log_end != state.get("offset", 0)
-    # A run of another site written out by ./sitebench show is the accepted one: read once.
-    arriving = {entry[1] for entry in incoming}
-    new = [
-        p
-        for name, p in sorted(on_disk.items())
-        if name not in known and name not in arriving and name not in retracted
-    ]
-    figure_rows, run_rows, added = [], [], {}
+        self.incoming = [entry for entry in incoming if entry[1] not in retracted]
+        self.restated = restated or self.log_end != state.get("offset", 0)
 
-    def take(name, rows, run_row, signature, note):
-        figure_rows.extend(rows)
-        run_rows.append(run_row)
-        added[name] = signature
-        notes.pop(name, None)
-        if note:
-            notes[name] = one_line(note)
+    def finish(self, loaded):
+        """Index the site's new runs (``loaded``: (entry, run) of each of ``incoming``, in
+        order); the number of runs indexed."""
+        site, say, notes = self.site, self.say, self.notes
+        # A run of another site written out by ./sitebench show is the accepted one: read once.
+        arriving = {entry[1] for entry in self.incoming}
+        new = [
+            p
+            for name, p in sorted(self.on_disk.items())
+            if name not in self.known and name not in arriving and name not in self.retracted
+        ]
+        figure_rows, run_rows, added = {name: [] for name in FIGURES.names}, [], {}
 
-    for path in progress_bar(new, f"indexing {site}", progress):
-        try:
-            take(path.name, *_index_run(path, say))
-        except SitebenchError:
-            raise  # a setting to fix (a bad cap), not this run
-        except Exception as err:  # one run's data, whatever it holds, never stops the others
-            say(f"skipped {site}/{path.name}: {_why(err)}")
-    pending = []
-    for entry, run in exchange_runs.load(results_root or paths.results_dir(), incoming):
-        try:
-            if isinstance(run, Exception):
-                raise run
-            take(entry[1], *_index_loaded(run, entry, say))
-        except SitebenchError:
-            raise
-        except Exception as err:  # as for a folder: named, skipped, read again next time
-            say(f"skipped {site}/{entry[1]} (exchange): {_why(err)}")
-            pending.append(list(entry))
-    if added:
-        _write_segment(base, figure_rows, run_rows)
-    # The runs list follows the segments: after a crash between them, the next refresh
-    # drops the segments of runs not in the list and reads those runs again.
-    if added or restated or pending != state.get("pending", []) or not known_file.exists():
-        indexed = {**known, **added}
-        notes = {run: why for run, why in notes.items() if run in indexed}
-        exchange = {"offset": log_end, "pending": pending}
-        _write_json(known_file, {"runs": indexed, "notes": notes, "exchange": exchange})
-    if len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
-        compact(base)
-    say.flush()
-    return len(added)
+        def take(name, rows, run_row, signature, note):
+            for column, values in rows.items():
+                figure_rows[column].extend(values)
+            run_rows.append(run_row)
+            added[name] = signature
+            notes.pop(name, None)
+            if note:
+                notes[name] = one_line(note)
+
+        for path in progress_bar(new, f"indexing {site}", self.progress):
+            try:
+                take(path.name, *_index_run(path, say))
+            except SitebenchError:
+                raise  # a setting to fix (a bad cap), not this run
+            except Exception as err:  # one run's data, whatever it holds, never stops the others
+                say(f"skipped {site}/{path.name}: {_why(err)}")
+        pending = []
+        for entry, run in loaded:
+            try:
+                if isinstance(run, Exception):
+                    raise run
+                take(entry[1], *_index_loaded(run, entry, say))
+            except SitebenchError:
+                raise
+            except Exception as err:  # as for a folder: named, skipped, read again next time
+                say(f"skipped {site}/{entry[1]} (exchange): {_why(err)}")
+                pending.append(list(entry))
+        base, known_file = self.base, self.known_file
+        if added:
+            _write_segment(base, figure_rows, run_rows)
+        # The runs list follows the segments: after a crash between them, the next refresh
+        # drops the segments of runs not in the list and reads those runs again.
+        changed = added or self.restated or pending != self.state.get("pending", [])
+        indexed = {**self.known, **added}
+        if changed or not known_file.exists():
+            self._write(indexed, pending)
+        if len(list(base.glob("fig-*.parquet"))) > MAX_SEGMENTS:
+            compact(base)
+            self._write(indexed, pending)  # the list of segments it holds
+        say.flush()
+        return len(added)
+
+    def _write(self, indexed, pending):
+        notes = {run: why for run, why in self.notes.items() if run in indexed}
+        exchange = {"offset": self.log_end, "pending": pending}
+        segments = sorted(p.name for p in self.base.glob("run-*.parquet"))
+        _write_json(
+            self.known_file,
+            {"runs": indexed, "notes": notes, "exchange": exchange, "segments": segments},
+        )
 
 
 def _retracted(site, results_root):
@@ -508,10 +587,10 @@ def retracted_message(site, runs):
 
 
 def _index_loaded(run, entry, say):
-    """(figure rows, run row, identity, note) of a run read from the exchange."""
+    """(figure columns, run row, identity, note) of a run read from the exchange."""
     _site, _run, tree, commit = entry
     wrong = []
-    rows = [clean(row, FIGURES, wrong) for row in figures.rows_of_run(run, job_wall=True)]
+    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
     run_row = clean(_run_row(run, f"exchange {commit} {tree}"), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -528,11 +607,19 @@ def _write_segment(base, figure_rows, run_rows):
     _write_atomic(runs_table, base / f"run-{number:06d}.parquet")
 
 
-def _drop_segments(base, known, stale):
+def _drop_segments(base, known, stale, listed=None):
     """Drop the segments holding a stale run or a run not in ``known`` (a crash between a
-    segment and the list); return ``known`` less the runs no segment holds any more."""
+    segment and the list); return ``known`` less the runs no segment holds any more.
+    ``listed``: the run segments the list was written with; when nothing is stale and each
+    is still there, only the segments not among them (a crash's) are read: a refresh costs
+    what arrived, not what the index holds."""
+    files = sorted(base.glob("run-*.parquet"))
+    if not stale and listed is not None and sorted(listed) == [p.name for p in files]:
+        for path in base.glob(".*.tmp"):
+            path.unlink()
+        return known  # the segments the list was written with, no other: none to drop
     kept = set()
-    for runs_file in base.glob("run-*.parquet"):
+    for runs_file in files:
         runs = set(pq.read_table(runs_file, columns=["run"])["run"].to_pylist())
         if runs <= set(known) - stale:
             kept |= runs
@@ -605,10 +692,18 @@ def sites(results_root=None):
 
 
 def refresh_all(results_root=None, store=None, warn=None, progress=None):
-    """Refresh every site of ``results_root``; return {site: new runs}."""
-    counts = {
-        site: refresh(site, results_root, store, warn, progress) for site in sites(results_root)
-    }
+    """Refresh every site of ``results_root``; return {site: new runs}. The runs every site
+    accepted from the exchange since its last refresh are read in one pass (one ``git
+    cat-file`` for all, one run held at a time): after a pull of a night of 100 sites the
+    cost is the night's runs, not 100 refreshes."""
+    jobs = [
+        _SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)
+    ]
+    loaded = exchange_runs.stream(
+        results_root or paths.results_dir(), [e for job in jobs for e in job.incoming]
+    )
+    counts = {job.site: job.finish(itertools.islice(loaded, len(job.incoming))) for job in jobs}
+    loaded.close()
     for link in links(results_root or paths.results_dir()):
         if warn:
             warn(one_line(f"skipped {link.name}: a symbolic link, never followed"))
