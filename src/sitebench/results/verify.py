@@ -669,7 +669,7 @@ def _check_trees(git, commit, base):
     of such a tree would fail halfway on every site that took it."""
     tree = _tree_of(git, commit)
     pending = [(tree, _tree_of(git, base) if base else None, "")]
-    leaves = []
+    leaves, holders = [], set()  # the new files, the trees that list them
     while pending:
         wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
         objects = git.objects(wanted)
@@ -691,8 +691,9 @@ def _check_trees(git, commit, base):
                     later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
                 elif mode != b"160000":
                     leaves.append((sub, ENTRY_TYPES[mode], path))
+                    holders.add(sha)
         pending = later
-    present = _present(git, commit, base) if leaves and git.partial else None
+    present = _present(git, sorted(holders)) if leaves and git.partial else None
     kinds = git.kinds([sha for sha, _, _ in leaves if present is None or sha in present])
     for sha, kind, path in leaves:
         # A blob a partial copy has not fetched is checked when it is (git checks every
@@ -702,12 +703,14 @@ def _check_trees(git, commit, base):
     return ""
 
 
-def _present(git, commit, base):
-    """The objects ``commit`` brings that a partial copy holds, asked without fetching
-    (``cat-file`` would fetch, or die where fetching is off); the others are checked by git
-    when they are fetched."""
-    args = ["rev-list", "--objects", "--missing=print", commit, *(["--not", base] if base else [])]
-    out = git.text(*args)
+def _present(git, trees):
+    """The objects under ``trees`` (those listing the commit's new files) that a partial
+    copy holds, asked without fetching (``cat-file`` would fetch, or die where fetching is
+    off); the others are checked by git when they are fetched. Walking these trees, not the
+    commit against the last accepted one, costs what the commit brings, not what the copy
+    has accepted (the whole accepted tree was walked once per commit)."""
+    listed = "".join(tree + "\n" for tree in trees).encode()
+    out = git.text("rev-list", "--objects", "--missing=print", "--stdin", stdin=listed)
     return {ln.split()[0] for ln in out.splitlines() if ln and not ln.startswith("?")}
 
 
