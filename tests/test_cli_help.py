@@ -108,6 +108,27 @@ def test_every_example_parses_with_its_command():
     )
 
 
+def test_a_named_command_parses_and_helps_as_with_every_command(capsys):
+    # main() builds the parser of the named command only (no other command's imports).
+    top = cli.parser()
+    for module in cli.modules():
+        name = command_name(module)
+        alone = subcommands(cli.parser(name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == subcommands(top)[name].format_help()
+    for argv in (["compare", "local"], ["compare", "a", "b", "--format", "xml"]):
+        said = []
+        for build in (cli.parser, lambda: cli.parser(cli.named_command(argv))):
+            with pytest.raises(SystemExit):
+                build().parse_args(argv)
+            said.append(capsys.readouterr().err)
+        assert "sitebench compare: error" in said[0] and said[0] == said[1]
+    # Not a command as written (a typo, an option, import_reframe_db): the whole parser.
+    for argv in ([], ["--help"], ["comapre"], ["import_reframe_db"]):
+        assert cli.named_command(argv) is None
+    assert cli.named_command(["import-reframe-db"]) == "import-reframe-db"
+
+
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory):
     script = tmp_path_factory.mktemp("completion") / "sitebench.bash"
