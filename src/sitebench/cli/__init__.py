@@ -123,16 +123,12 @@ def parser(only=None):
 PASSTHROUGH = {"spack": "spack_args", "test": "pytest_args"}
 
 
-def named_command(argv):
-    """The command ``argv`` names, or None (none, an option or a typo: the whole parser
-    answers, with its listing or its error)."""
-    name = argv[0].replace("-", "_") if argv else None
-    return argv[0] if name in COMMANDS and "_" not in argv[0] else None
-
-
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
-    only = named_command(argv)
+    # A command named as written gets its parser alone; anything else (none, an option, a
+    # typo) the whole parser, with its listing or its error.
+    named = argv and "_" not in argv[0] and argv[0].replace("-", "_") in COMMANDS
+    only = argv[0] if named else None
     if argv and argv[0] in PASSTHROUGH:
         args = parser(only).parse_args(argv[:1])
         setattr(args, PASSTHROUGH[argv[0]], argv[1:])
