@@ -108,6 +108,41 @@ def test_every_example_parses_with_its_command():
     )
 
 
+def test_a_named_command_parses_and_helps_as_with_every_command(capsys):
+    # main() builds the parser of the named command only (no other command's imports).
+    top = cli.parser()
+    for module in cli.modules():
+        name = command_name(module)
+        alone = subcommands(cli.parser(name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == subcommands(top)[name].format_help()
+    for argv in (["compare", "local"], ["compare", "a", "b", "--format", "xml"]):
+        said = []
+        for build in (cli.parser, lambda: cli.parser(argv[0])):
+            with pytest.raises(SystemExit):
+                build().parse_args(argv)
+            said.append(capsys.readouterr().err)
+        assert "sitebench compare: error" in said[0] and said[0] == said[1]
+    # main() with a command imports no other command; with a typo, it lists them all.
+    probe = (
+        "import sys\nfrom sitebench import cli\ntry:\n    cli.main(sys.argv[1:])\n"
+        "except SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith('sitebench.cli.')))"
+    )
+    for argv, loaded in (
+        (["compare", "--help"], ["sitebench.cli.common", "sitebench.cli.compare"]),
+        (
+            ["import-reframe-db", "--help"],
+            ["sitebench.cli.common", "sitebench.cli.import_reframe_db"],
+        ),
+    ):
+        proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True)
+        assert proc.stdout.splitlines()[-1] == str(loaded), proc.stderr
+    for argv in (["comapre"], ["import_reframe_db"]):
+        proc = subprocess.run([sys.executable, "-c", probe, *argv], capture_output=True, text=True)
+        assert "invalid choice" in proc.stderr and "sitebench.cli.tune" in proc.stdout
+
+
 @pytest.fixture(scope="module")
 def complete(tmp_path_factory):
     script = tmp_path_factory.mktemp("completion") / "sitebench.bash"
