@@ -25,7 +25,9 @@ from test_modules import (  # noqa: F401
 
 import modules_world
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import local_site, module_tree, modules, validate
+from sitebench.sites import modules
+from sitebench.discovery import local_site, module_tree
+from sitebench.onboarding import validate
 
 KINDS = ("lmod", "envmod")
 
@@ -329,7 +331,7 @@ def test_a_module_with_a_prereq_is_loaded_after_the_compiler_it_needs():
     """A flat tree's MPI module that refuses to load alone (``prereq gcc/12``) is
     registered with the first compiler module after which it loads, and the notes say so;
     one that loads after none stays an error."""
-    from sitebench.sites import module_externals
+    from sitebench.discovery import module_externals
 
     class Tree:
         def loaded_environment(self, names, env=None, collection=None):
