@@ -34,7 +34,7 @@ def local_site_detected():
     does: its ReFrame configuration makes one environment per detected toolchain
     (site-configs/local/toolchains.yaml), so listing or running the checks needs it. Where
     Spack cannot be had, the tests that load that configuration fail, naming the detection."""
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     if local_site.is_detected() or spack_missing_reason():
         return
@@ -145,7 +145,7 @@ def build_in_temp_env(spack, tmp_path, specs, packages=None):
     and pushed to the cache. Returns the install tree.
     """
 
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
     from sitebench.spack import buildcache
 
     if not os.environ.get("SITEBENCH_MIRROR"):

@@ -3,7 +3,7 @@ systems (tests/test_modules.py).
 
 * ``gcc/12``: a prefix whose ``bin/`` holds ``gcc``, ``g++`` and ``gfortran`` (Debian's
   GCC 12 under its versioned names);
-* ``openmpi/<v>`` and ``mpich/<v>``: each MPI's own prefix (``sitebench.sites.mpi_prefix``,
+* ``openmpi/<v>`` and ``mpich/<v>``: each MPI's own prefix (``sitebench.discovery.mpi_prefix``,
   as detection makes them for Debian's side-by-side MPIs), versions as Debian's packages;
 * ``broken/1`` fails to load, ``ghost/1`` puts a directory that does not exist on PATH;
 * beside it (:func:`build_compilers_shared`), ``gcc/12``, ``gcc/11`` (Debian's GCC 11,
@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 import debian_unpacked
-from sitebench.sites import mpi_prefix
+from sitebench.discovery import mpi_prefix
 from sitebench.spack import buildcache
 
 LMOD = "/usr/share/lmod/lmod/libexec/lmod"

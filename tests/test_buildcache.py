@@ -138,7 +138,7 @@ def _scope(tmp_path, cache, name="scope"):
 
 
 def _env(spack, where, specs):
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     local_site.detect(spack)
     env_dir = local_site.write_environment(where, specs, concretizer={"unify": True})
@@ -218,7 +218,7 @@ def test_another_hash_takes_nothing_from_the_cache(seeded, spack, tmp_path, chan
     else:
         repo = None
         spec = {"variant": "mpi-ring cflags=-O1", "target": "memaccess target=x86_64_v2"}[change]
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     local_site.detect(spack)
     changed = local_site.write_environment(

@@ -5,7 +5,8 @@ import re
 from conftest import ROOT
 from sitebench.common import debian
 from sitebench.services.slurm import cluster
-from sitebench.sites import local_site, qemu_site
+from sitebench.sites import qemu_site
+from sitebench.discovery import local_site
 
 HINT = re.compile(r"apt-get install ((?:[a-z0-9][a-z0-9.+-]*[ \t]*)+)")
 #: Words that end a hint's package list ("apt-get install hpcc to compare").

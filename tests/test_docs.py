@@ -107,7 +107,7 @@ def test_the_link_check_catches_a_missing_page_and_anchor(tmp_path):
 def test_every_command_and_check_has_its_reference(built):
     from sitebench import cli
     from sitebench.cli.common import subcommands
-    from sitebench.sites.validate import known_checks
+    from sitebench.onboarding.validate import known_checks
 
     commands = Links()
     commands.feed((built / "reference" / "commands.html").read_text())

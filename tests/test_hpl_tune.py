@@ -279,7 +279,7 @@ def test_validate_reports_a_bad_hpl_yaml(detected, tmp_path):
 @pytest.fixture(scope="module")
 def detected(spack):
     """The local site detected (its topology sizes the HPL grid), as a first run does."""
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     local_site.detect(spack)
 

@@ -20,6 +20,8 @@ ORDER = (
     "services",
     "spack",
     "sites",
+    "discovery",
+    "onboarding",
     "parsers",
     "run",
     "results",
@@ -84,6 +86,71 @@ def test_the_check_catches_a_backward_import(tmp_path):
             test_imports_go_one_way_along_the_loop()
     finally:
         module.unlink()
+
+
+def module_imports(path):
+    """Every sitebench module a module imports (``from sitebench.x import y`` names the
+    module ``sitebench.x.y`` where that is a file, else ``sitebench.x``)."""
+    here = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("sitebench."))
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            if not node.module.startswith("sitebench"):
+                continue
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                is_module = (SRC.parent / name.replace(".", "/")).with_suffix(".py").is_file()
+                found.add(name if is_module else node.module)
+    return found - {here}
+
+
+def import_cycles():
+    """The cycles of the module import graph, each as the modules along it."""
+    graph = {
+        ".".join(p.relative_to(SRC.parent).with_suffix("").parts): module_imports(p)
+        for p in SRC.rglob("*.py")
+    }
+    cycles, done = [], set()
+
+    def visit(module, stack):
+        if module in stack:
+            cycles.append(stack[stack.index(module) :] + [module])
+            return
+        if module in done:
+            return
+        for imported in sorted(graph.get(module, ())):
+            visit(imported, stack + [module])
+        done.add(module)
+
+    for module in sorted(graph):
+        visit(module, [])
+    return cycles
+
+
+def test_no_module_imports_itself_through_others():
+    # Within a package too: discovery's local site and its modules' externals once
+    # imported each other (the one-way order between packages does not see that).
+    assert import_cycles() == []
+
+
+def test_the_check_catches_an_import_cycle():
+    first, second = SRC / "discovery" / "_probe_first.py", SRC / "discovery" / "_probe_second.py"
+    first.write_text("from sitebench.discovery import _probe_second  # noqa: F401\n")
+    second.write_text("def later():\n    from sitebench.discovery import _probe_first  # noqa\n")
+    try:
+        cycles = import_cycles()
+    finally:
+        first.unlink()
+        second.unlink()
+    assert cycles == [
+        [
+            "sitebench.discovery._probe_first",
+            "sitebench.discovery._probe_second",
+            "sitebench.discovery._probe_first",
+        ]
+    ]
 
 
 def test_one_module_per_command_each_with_its_parser():

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, sitebench
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 from sitebench.spack import lock_drift
 from sitebench.common import paths
 

@@ -23,7 +23,8 @@ from test_validate import local_toolchains
 
 import modules_world
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import modules, onboard, toolchains, validate
+from sitebench.sites import modules, toolchains
+from sitebench.onboarding import onboard, validate
 
 KINDS = {"lmod": modules_world.lmod_command, "envmod": modules_world.envmod_command}
 REFRAME = os.path.join(os.path.dirname(sys.executable), "reframe")
@@ -125,7 +126,7 @@ def test_the_newest_compiler_module_is_the_default_and_the_others_stand_beside_i
     """Modules list gcc/11 before gcc/12: GCC 12 (Spack's preference, the newest) makes the
     default toolchains with each MPI; GCC 11 one beside them, first MPI only, default
     false (as a second compiler on PATH); Clang too, with GCC's Fortran."""
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     def compiler(version, module):
         langs = {k: f"/m/gcc-{version}/bin/{k}" for k in ("c", "cxx", "fortran")}
@@ -463,7 +464,7 @@ def test_the_local_sites_detection_takes_toolchains_from_modules_too(
 ):
     """`./sitebench detect` in a shell with modules: the local site's toolchains load them,
     its reframe.py names the modules system and purges in its job scripts."""
-    from sitebench.sites import local_site, module_externals
+    from sitebench.discovery import local_site, module_externals
     from sitebench.spack import pinned
 
     env = modules_world.environ("envmod", command_or_skip("envmod"), world["modulepath"])

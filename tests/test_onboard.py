@@ -15,11 +15,13 @@ import yaml
 from conftest import FIXTURES, ROOT
 from test_validate import cli, local_toolchains, recorded_vm
 
-from sitebench.sites import onboard
+from sitebench.onboarding import onboard
 
 from sitebench.common.files import reframe_executable
 
-from sitebench.sites import local_site, toolchains, validate
+from sitebench.sites import toolchains
+from sitebench.discovery import local_site
+from sitebench.onboarding import validate
 from sitebench.common.errors import SitebenchError
 
 RECORDED = FIXTURES / "onboarding"

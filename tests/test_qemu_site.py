@@ -262,6 +262,41 @@ def test_partition_selects_only_hpl_stream_and_npb_ep():
     assert npb and all("%benchmark=ep" in ln for ln in npb), npb
 
 
+def test_the_partition_launches_as_the_local_site_does():
+    """The emulated site's partition uses sitebench's mpirun (src/sitebench/run/launchers.py),
+    as the local and onboarded partitions do: a single-task check gets its cores under Open
+    MPI (the site's MPI), a flexible one a task count. ReFrame's plain ``mpirun`` wrote
+    ``mpirun -np 1`` (one core for all of STREAM's threads) and ``mpirun -np 0``."""
+    from types import SimpleNamespace
+    import importlib.util
+
+    from reframe.core.backends import getlauncher
+
+    spec = importlib.util.spec_from_file_location(
+        "arm64_site_config", ROOT / "site-configs" / SITE / "reframe.py"
+    )
+    config = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(config)
+    (partition,) = config.site_configuration["systems"][0]["partitions"]
+    assert partition["launcher"] == "sitebench-mpirun"
+    launcher = getlauncher(partition["launcher"])()
+
+    def job(tasks, per_node=None, cpus=None):
+        return SimpleNamespace(
+            num_tasks=tasks, num_tasks_per_node=per_node, num_cpus_per_task=cpus
+        )
+
+    assert launcher.command(job(1, cpus=2)) == ["mpirun", "-np", "1", "--bind-to", "none"]
+    assert launcher.command(job(0, per_node=2)) == ["mpirun", "-np", "2"]
+    assert launcher.command(job(2)) == ["mpirun", "-np", "2"]
+    # The checks' tables of mpirun options still find it, and the environment says mpirun.
+    from sitebench.run.launchers import launcher_name
+
+    assert launcher_name(launcher) == "mpirun"
+    (environment,) = config.site_configuration["environments"]
+    assert environment["extras"]["launcher"] == "mpirun"
+
+
 # -- the real root (slow, QEMU) ------------------------------------------------------------
 EM_AARCH64 = 183
 #: SVE register operands (z0-z31 vectors, p0-p15 predicates) in objdump's disassembly.

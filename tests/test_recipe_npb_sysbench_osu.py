@@ -36,7 +36,7 @@ import pytest
 import yaml
 
 from conftest import ROOT, build_in_temp_env
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 from sitebench.parsers import osu as osu_parser
 
 # The source mirror this site was given (no default: a test must not assume a machine).

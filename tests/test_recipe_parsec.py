@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, build_in_temp_env
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 
 RECIPE = ROOT / "spack-repo/spack_repo/sitebench/packages/parsec_benchmark/package.py"
 COMMIT = "6e9fdffb9263c24c6af6b3501f9ae6f8e2d91c8c"  # connorimes/parsec-3.0, PARSEC 3.0

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from sitebench.common import files
-from sitebench.sites import mpi_prefix
+from sitebench.discovery import mpi_prefix
 
 #: Polls ``include/mpi.h``-like paths under a prefix until a stop file appears; prints
 #: how many looks it made and how many found a path missing.

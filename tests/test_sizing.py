@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import FIXTURES, ROOT
-from sitebench.sites.local_site import stream_array_elements
+from sitebench.discovery.local_site import stream_array_elements
 from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid
 from sitebench.run.scales import THREAD_LABELS, resolve_threads
 from sitebench.sites.topology import last_level_cache_bytes

@@ -13,7 +13,8 @@ import yaml
 
 from conftest import ROOT, sitebench
 from sitebench.spack import environment
-from sitebench.sites import local_site, toolchains
+from sitebench.sites import toolchains
+from sitebench.discovery import local_site
 from sitebench.spack import toolchain_roots
 from sitebench.spack import pinned as spack_mod
 from sitebench.sites.site import Site
@@ -393,7 +394,7 @@ def test_mirror_of_a_site_serves_an_offline_install(tmp_path, spack):
 @pytest.mark.spack
 def test_suite_bundle_concretizes_with_every_benchmark(tmp_path, spack):
     """`sitebench-suite` pulls the whole suite against the local site's externals."""
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     local_site.detect(spack)
     env_dir = local_site.write_environment(tmp_path / "env", ["sitebench-suite"])

@@ -15,7 +15,7 @@ X86_TARGETS = ("x86_64_v3", "zen3", "skylake_avx512", "icelake")
 
 @pytest.fixture(scope="module")
 def flags(spack, tmp_path_factory):
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
 
     local_site.detect(spack)
     env_dir = tmp_path_factory.mktemp("targets")

@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import local_site, mpi_prefix, toolchains
+from sitebench.sites import toolchains
+from sitebench.discovery import local_site, mpi_prefix
 from sitebench.spack import toolchain_roots
 
 GCC = {"c": "gcc", "cxx": "gcc", "fortran": "gcc"}

@@ -22,7 +22,7 @@ from conftest import ROOT
 
 from sitebench.parsers import java_pingpong
 from sitebench.services import programs
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 
 USER = "sitebench-test"
 #: Debian's PATH for an ordinary user (/etc/login.defs ENV_PATH, /etc/profile): no sbin.
@@ -137,7 +137,7 @@ def test_local_detection_finds_blas_without_sbin_on_path(checkout):
     # `ldconfig -p` (in /sbin) tells where the BLAS libraries are; an ordinary user's
     # detection stopped there with FileNotFoundError: ldconfig.
     script = (
-        "import json; from sitebench.sites import local_site as s; print(json.dumps("
+        "import json; from sitebench.discovery import local_site as s; print(json.dumps("
         "{'blas': {so: s.library_dirs(so) for so in s.BLAS_LIBRARIES.values()},"
         " 'extras': sorted(s.extra_externals())}))"
     )

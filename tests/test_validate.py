@@ -19,11 +19,11 @@ import yaml
 from conftest import FIXTURES, ROOT, sitebench
 
 from sitebench.sites.site import Site
-from sitebench.sites import onboard
+from sitebench.onboarding import onboard
 
 from sitebench.common import paths
 
-from sitebench.sites import validate
+from sitebench.onboarding import validate
 from sitebench.common.errors import SitebenchError
 
 BAD = FIXTURES / "bad-sites"
@@ -35,8 +35,8 @@ NAMES = TABLE["names"]
 _SHIM = """
 import argparse, sys
 from sitebench import cli
-from sitebench.sites import onboard
-from sitebench.sites import validate
+from sitebench.onboarding import onboard
+from sitebench.onboarding import validate
 make = cli.parser
 def parser():
     p = make()

@@ -217,7 +217,7 @@ class Checks(Generated):
     def rst(self):
         import reframe as rfm
 
-        from sitebench.sites.validate import known_checks
+        from sitebench.onboarding.validate import known_checks
 
         known = known_checks()  # imports every file of reframe-checks/ as the validator does
         base = set(rfm.RunOnlyRegressionTest._rfm_var_space.vars)

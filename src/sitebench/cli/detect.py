@@ -18,7 +18,7 @@ def setup_parser(p):
 
 def command(args):
     from sitebench.common import paths
-    from sitebench.sites import local_site
+    from sitebench.discovery import local_site
     from sitebench.spack import pinned
 
     from sitebench.sites import site_settings, toolchains

@@ -28,7 +28,7 @@ def setup_parser(p):
 
 
 def command(args):
-    from sitebench.sites import onboard
+    from sitebench.onboarding import onboard
 
     print(onboard.onboard(args.name, slurm=args.slurm, mirror=args.mirror).render())
     return 0

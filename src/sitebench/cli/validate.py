@@ -16,7 +16,7 @@ def setup_parser(p):
 
 
 def command(args):
-    from sitebench.sites.validate import validate_site
+    from sitebench.onboarding.validate import validate_site
 
     from sitebench.sites import toolchains
 

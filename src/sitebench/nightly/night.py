@@ -303,7 +303,8 @@ def _named_toolchains_exist(site):
     """A clear error when a toolchain the night was given is not one of the site's: before
     Spack is set up. The local site's are known once detected (the suite detects them, and
     its runner checks the names then)."""
-    from sitebench.sites import local_site, toolchains
+    from sitebench.sites import toolchains
+    from sitebench.discovery import local_site
 
     if site.detected_here and not local_site.is_detected():
         return

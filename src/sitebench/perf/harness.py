@@ -38,7 +38,8 @@ from pathlib import Path
 
 import yaml
 
-from sitebench.sites import local_site, toolchains
+from sitebench.sites import toolchains
+from sitebench.discovery import local_site
 from sitebench.sites.site import Site
 
 from sitebench.common import paths

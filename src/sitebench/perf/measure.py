@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 
 
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 
 
 from sitebench.common import paths

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import sys
 
-from sitebench.sites import local_site
+from sitebench.discovery import local_site
 from sitebench.spack import pinned as spack_mod
 from sitebench.common.errors import SitebenchError
 from sitebench.parsers import stream as stream_parser

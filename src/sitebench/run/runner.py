@@ -19,8 +19,9 @@ from sitebench.common.files import reframe_executable
 from sitebench.run import disturbance
 from sitebench.run.scales import SCALES
 from sitebench.run.spack_build import INSTALLED_ROOTS
-from sitebench.sites import local_site, qemu_site, toolchains
-from sitebench.sites.validate import validate_site
+from sitebench.sites import qemu_site, toolchains
+from sitebench.discovery import local_site
+from sitebench.onboarding.validate import validate_site
 from sitebench.spack import cached_roots, environment, installed_roots
 from sitebench.spack import pinned, repo_index
 
@@ -50,7 +51,7 @@ def prepare(site):
         # The local site's toolchains are detected: validation reads them.
         spack = pinned.setup()
         local_site.detect(spack)
-    # Every file of the site, all problems at once (names, keys, fixes): sites/validate.py,
+    # Every file of the site, all problems at once (names, keys, fixes): onboarding/validate.py,
     # which also rewrites the Spack toolchains derived from the site's where they changed.
     validate_site(site.name)
     toolchains.selected(toolchains.load(site))  # --toolchain names one of them

@@ -182,7 +182,7 @@ class ModulesSystem:
         """Lmod's spider of the whole tree (``$LMOD_DIR/spider -o spider-json``): {module
         file: its entry (``fullName``, ``parentAA``: the module sets that make it
         available, ``family``, ``propT``)}; None where this is not Lmod or spider fails
-        (the tree is then walked by loading: :mod:`sitebench.sites.module_tree`)."""
+        (the tree is then walked by loading: :mod:`sitebench.discovery.module_tree`)."""
         spider = Path(self.command).parent / "spider"
         if self.kind != "lmod" or not spider.is_file():
             return None

@@ -19,7 +19,7 @@ references are per host) is the fingerprint of the host the references were made
 (:mod:`sitebench.sites.host`); on another host none of them applies.
 
 :func:`problems` lists every problem of a file; given the checks (name -> their
-figures and variables, :func:`sitebench.sites.validate.known_checks`) it also flags
+figures and variables, :func:`sitebench.onboarding.validate.known_checks`) it also flags
 references to checks, figures or index variables that no check has.
 :func:`validate` raises the first.
 """

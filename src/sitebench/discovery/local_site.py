@@ -26,7 +26,9 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import one_at_a_time, publish_tree, reframe_executable, write_atomic
 from sitebench.services import programs
-from sitebench.sites import mpi_prefix, toolchains
+from sitebench.sites import toolchains
+from sitebench.discovery import module_externals, module_tree, mpi_prefix
+from sitebench.discovery.spack_detection import spack_detection
 from sitebench.sites.topology import last_level_cache_bytes
 from sitebench.spack import buildcache
 
@@ -176,30 +178,6 @@ def _mariadb_external():
     return None
 
 
-def spack_detection(spack, steps, env=None):
-    """Run Spack's detection commands ``steps`` (argument lists) in a scratch user scope,
-    with the builtin repo of sitebench's own scope, in ``env`` (default: this process's);
-    return the ``packages:`` they wrote."""
-    with tempfile.TemporaryDirectory() as scratch:
-        shutil.copy(spack.config_dir / "repos.yaml", scratch)
-        for args in steps:
-            proc = subprocess.run(
-                [spack.executable, *args],
-                env={**spack.environ(env), "SPACK_USER_CONFIG_PATH": scratch},
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                raise SitebenchError(
-                    f"`spack {' '.join(args)}` failed: {proc.stderr.strip()[-1000:]}",
-                    "run it by hand with `./sitebench spack ...` to see why",
-                )
-        found = Path(scratch, "packages.yaml")
-        if not found.is_file():
-            return {}
-        return (yaml.safe_load(found.read_text()) or {}).get("packages") or {}
-
-
 def spack_external_find(spack):
     """Run Spack's own detection in a scratch scope; return the ``packages:`` it wrote.
 
@@ -287,7 +265,7 @@ def extra_externals():
 
 def own_mpi_prefixes(packages, farm_root):
     """Give each MPI external installed beside another in one prefix (Debian's
-    alternatives) a prefix of its own (:mod:`sitebench.sites.mpi_prefix`)."""
+    alternatives) a prefix of its own (:mod:`sitebench.discovery.mpi_prefix`)."""
     for mpi in TOOLCHAIN[0][1]:
         for ext in (packages.get(mpi) or {}).get("externals") or []:
             if ext.get("prefix") in ("/usr", "/usr/"):
@@ -325,7 +303,7 @@ def complete_packages(packages, extras):
 def detect_modules(spack):
     """(externals behind environment modules, the ``modules:`` setting) where this shell
     has a modules system with a MODULEPATH, else ({}, None)."""
-    from sitebench.sites import module_externals, modules
+    from sitebench.sites import modules
 
     system, found, notes, _metas = module_externals.from_shell(spack)
     for note in notes:
@@ -336,8 +314,6 @@ def detect_modules(spack):
 def detect_spack_packages(spack, module_packages=None):
     """Run Spack's own detection in a scratch scope and return packages: {...}, with the
     externals found behind modules (:func:`detect_modules`) merged in."""
-    from sitebench.sites import module_externals
-
     packages = spack_external_find(spack)
     packages, notes = module_externals.merge(packages, module_packages or {})
     for note in notes:
@@ -515,8 +491,6 @@ def _meta_toolchains(packages, metas, others):
     that load a compiler and an MPI found as externals: the toolchain loads the
     meta-module alone. ``default: false`` where ``others`` were proposed (the same
     compilers and MPI as one of them: Spack builds once for both)."""
-    from sitebench.sites import module_tree
-
     compilers, mpis = _module_compilers(packages), _module_mpis(packages)
     found, notes = [], []
     for meta in metas:

@@ -45,7 +45,9 @@ from pathlib import Path
 
 import yaml
 
-from sitebench.sites import modules, local_site, pairing
+from sitebench.sites import modules
+from sitebench.discovery import local_site
+from sitebench.onboarding import pairing
 
 from sitebench.common import paths
 
@@ -627,7 +629,7 @@ def module_problems(found, settings, rel, packages=None):
     """[(key, problem, fix)]: the site's modules system is not there (nor, for the Tcl
     one, the ``modulecmd`` ReFrame runs), or a toolchain's modules do not load, or what
     they load is not what the toolchain's Spack externals are
-    (:func:`sitebench.sites.pairing.problems`: loaded after ``module purge`` in a clean
+    (:func:`sitebench.onboarding.pairing.problems`: loaded after ``module purge`` in a clean
     environment, as cron and a batch job would)."""
     with_modules = [tc for tc in found if tc.loads_modules]
     try:

@@ -145,7 +145,7 @@ def problems(tc, packages, system, env=None):
 def _with(modules, mpi_modules):
     """The toolchain's modules with another MPI's replaced by ``mpi_modules``: the
     compiler modules kept, in order, the MPI's (with its parents) after them."""
-    from sitebench.sites import module_tree
+    from sitebench.discovery import module_tree
 
     kept = [m for m in modules if module_tree.kind_of(m) != "mpi"]
     return list(dict.fromkeys([*kept, *mpi_modules]))

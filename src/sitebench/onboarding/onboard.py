@@ -5,7 +5,7 @@ Run on the machine itself (or, with ``--slurm``, on a cluster's login node), it 
 * ``site-configs/<name>/``: ``reframe.py`` (the partitions as data: one local partition, or
   one per Slurm partition read from ``sinfo``/``scontrol``; one programming environment per
   toolchain), ``site.yaml`` (the toolchains proposed from what was found:
-  :func:`sitebench.sites.local_site.propose_toolchains`), ``spack/packages.yaml`` (the
+  :func:`sitebench.discovery.local_site.propose_toolchains`), ``spack/packages.yaml`` (the
   compilers, MPI, BLAS, MariaDB and build tools found as Spack externals, the STREAM size),
   ``spack/toolchains.yaml`` and ``spack/definitions.yaml`` (the toolchains for Spack:
   :func:`sitebench.sites.toolchains.spack_files`), ``spack/mirrors.yaml`` (the source
@@ -36,7 +36,9 @@ from string import Template
 
 import yaml
 
-from sitebench.sites import local_site, module_externals, modules, pairing, toolchains
+from sitebench.sites import modules, toolchains
+from sitebench.discovery import local_site, module_externals
+from sitebench.onboarding import pairing
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
@@ -80,7 +82,7 @@ class Detection:
     @classmethod
     def from_machine(cls, spack, slurm=False):
         """Run the detectors here: Spack, ReFrame, /proc/meminfo, (slurm) the scheduler and
-        the environment modules (:mod:`sitebench.sites.module_externals`)."""
+        the environment modules (:mod:`sitebench.discovery.module_externals`)."""
         sinfo = scontrol = ""
         if slurm:  # first: a login node without Slurm fails before the slow steps
             sinfo, scontrol = _run_tool(SINFO_ARGS), _run_tool(SCONTROL_ARGS)
@@ -135,7 +137,7 @@ class Detection:
 
 def detect_modules(spack):
     """What the environment modules of this shell offer: {} where there are none
-    (:func:`sitebench.sites.module_externals.from_shell`)."""
+    (:func:`sitebench.discovery.module_externals.from_shell`)."""
     system, packages, notes, metas = module_externals.from_shell(spack)
     if system is None:
         return {}
@@ -483,7 +485,7 @@ def _gib(n):
 
 def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=()):
     """(found, review) lines of the report; ``chosen`` the toolchains proposed, ``notes``
-    what :func:`~sitebench.sites.local_site.propose_toolchains` said about the others."""
+    what :func:`~sitebench.discovery.local_site.propose_toolchains` said about the others."""
     raw = detection.packages
     compilers = [_spec_of(raw, n) for n in local_site.found_compilers(raw)]
     mpi = [_spec_of(raw, n) for n in local_site.found_providers(raw, ("openmpi", "mpich"))]
@@ -739,7 +741,7 @@ def searched_places(detection):
 
 def proved(chosen, packages, detection):
     """(the toolchains whose modules load what they name, notes on the others):
-    :func:`sitebench.sites.pairing.problems` on each that loads modules."""
+    :func:`sitebench.onboarding.pairing.problems` on each that loads modules."""
     setting = detection.modules.get("system")
     if not setting or not any(tc.loads_modules for tc in chosen):
         return chosen, []

@@ -1,6 +1,6 @@
 """Compilers, MPIs and BLAS offered as environment modules, made Spack externals.
 
-The tree is walked whole (:mod:`sitebench.sites.module_tree`: flat, Lmod's hierarchy by its
+The tree is walked whole (:mod:`sitebench.discovery.module_tree`: flat, Lmod's hierarchy by its
 spider, a Tcl hierarchy by loading, category-style names). Each compiler, MPI and BLAS
 module is loaded with exactly the modules it needs before it (its parents in a hierarchy,
 or the compiler a ``prereq`` asks for) after ``module purge``
@@ -11,7 +11,7 @@ directories the module itself put on ``PATH`` (and, for BLAS, ``LD_LIBRARY_PATH`
 <module>]``, which Spack loads when it builds with it. A module that fails to load, or names
 a prefix that is not there, is a note of the report, not the end of onboarding; so is one
 in which Spack finds nothing, and an MPI family sitebench recognises but has not been tested
-with here (:data:`~sitebench.sites.module_tree.MPI_FAMILIES`). Meta-modules (``foss/2023a``)
+with here (:data:`~sitebench.discovery.module_tree.MPI_FAMILIES`). Meta-modules (``foss/2023a``)
 are loaded to see which modules they load: :func:`detect` returns them for the toolchains.
 """
 
@@ -19,8 +19,9 @@ import os
 import sys
 
 from sitebench.common.errors import SitebenchError
-from sitebench.sites import local_site, module_tree
-from sitebench.sites.module_tree import family_of
+from sitebench.discovery import module_tree
+from sitebench.discovery.spack_detection import spack_detection
+from sitebench.discovery.module_tree import family_of
 
 MPI_PACKAGES = ("openmpi", "mpich", "mvapich2")
 BLAS_PACKAGES = ("openblas",)
@@ -33,9 +34,7 @@ def family(module):
 def _detect(spack, kind, dirs, env):
     """``packages:`` of ``kind`` Spack's detection finds in ``dirs``, in ``env``."""
     if kind == "compiler":
-        return local_site.spack_detection(
-            spack, [["compiler", "find", "--scope", "user", *dirs]], env
-        )
+        return spack_detection(spack, [["compiler", "find", "--scope", "user", *dirs]], env)
     search = [a for d in dirs for a in ("--path", d)]
     wanted = MPI_PACKAGES if kind == "mpi" else BLAS_PACKAGES
     # Open MPI's detection asks which configured compiler built it: configure the ones on
@@ -44,7 +43,7 @@ def _detect(spack, kind, dirs, env):
         ["compiler", "find", "--scope", "user"],
         ["external", "find", "--scope", "user", "--not-buildable", *search, *wanted],
     ]
-    found = local_site.spack_detection(spack, steps, env)
+    found = spack_detection(spack, steps, env)
     return {k: v for k, v in found.items() if k in wanted}
 
 
