@@ -145,7 +145,7 @@ def _where(trust, remote):
 
 
 def _registry(args):
-    from sitebench.results import exchange, registry
+    from sitebench.results import exchange, registry, registry_changes
 
     if args.action == "host-key":
         path, public = registry.host_key()
@@ -162,15 +162,15 @@ def _registry(args):
         return 0
     ex = exchange.open_exchange(None)
     if args.action == "register":
-        commit = registry.register(ex, args.site, args.keyfile, args.valid_after)
+        commit = registry_changes.register(ex, args.site, args.keyfile, args.valid_after)
         print(f"{args.site} registered in the federation's registry (commit {commit[:12]})")
     elif args.action == "rotate":
-        commit, fp, since = registry.rotate(ex, args.site)
+        commit, fp, since = registry_changes.rotate(ex, args.site)
         print(
             f"{args.site}: new key {fp}, valid from {since}; the old one ends then ({commit[:12]})"
         )
     elif args.action == "revoke":
-        commit = registry.revoke(ex, args.site, args.since, args.fingerprint)
+        commit = registry_changes.revoke(ex, args.site, args.since, args.fingerprint)
         print(
             f"{args.site}: revoked from {args.since} in the registry (commit {commit[:12]}); "
             "every site learns it on pull"

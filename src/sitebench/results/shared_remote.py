@@ -15,8 +15,7 @@ from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
 from sitebench.results import verify
-
-RULES_DIR = "sitebench"
+from sitebench.results.trust import RULES_DIR
 
 
 def _git(bare, *args, stdin=None):

@@ -27,6 +27,10 @@ from sitebench.common.names import check_name
 from sitebench.results import verify
 from sitebench.results.verify import Rules, fingerprint, read_allowed_signers
 
+#: Where a results repository made by ``exchange init-remote`` keeps its trust files (read
+#: by its pre-receive hook).
+RULES_DIR = "sitebench"
+
 
 def config_home():
     """The user's sitebench settings outside any checkout (``$SITEBENCH_CONFIG_HOME``)."""
@@ -53,8 +57,6 @@ def unsigned_file():
 def hosted(repo):
     """The trust files of a results repository this host keeps (``exchange init-remote``):
     (allowed_signers, rules.json) in ``REPO/sitebench/``, read by its pre-receive hook."""
-    from sitebench.results.shared_remote import RULES_DIR
-
     rules_dir = Path(repo) / RULES_DIR
     signers, settings = rules_dir / "allowed_signers", rules_dir / "rules.json"
     if not (signers.is_file() and settings.is_file()):
