@@ -4,7 +4,8 @@ marked ``disturbed`` beyond the threshold, and the warning before a run on a bus
 
 The real runs put a STREAM kernel (tests/fixtures/tutorial-checks/src/stream_omp.c, two
 OpenMP threads, repeated for 3 s) in the tiny check of tests/test_energy.py, once beside a
-CPU hog per CPU started by the test and once without.
+CPU hog per CPU started by the test and once without; the quick suite's message-passing
+cases (OSU over TCP, the ring, the Java ping-pong) run by ReFrame in one run beside the hog.
 """
 
 import json
