@@ -5,8 +5,9 @@ iterations, steps, rows, particles, NPB class) and divides it by the rate of the
 capture of that benchmark on the project's 2-core VM (named with each rate; some were taken
 while the VM was busy), :data:`FLOOR_SLOWDOWN` times slower. HPL's and Gadget-2's rates are
 per core (their 2-rank captures halved); the others are the capture's whole rate, which on
-this VM was no faster on 2 ranks or threads than on 1. tests/test_work_estimates.py holds every capture to its estimate. The
-load factor and start-up allowance are added by ``time_limits.launch_limit_s``.
+this VM was no faster on 2 ranks or threads than on 1. tests/test_work_estimates.py holds
+every capture to its estimate. The load factor and start-up allowance are added by
+``time_limits.launch_limit_s``.
 """
 
 import math
