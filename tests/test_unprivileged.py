@@ -22,6 +22,7 @@ import pytest
 from conftest import ROOT
 
 from sitebench.parsers import java_pingpong
+from sitebench.results.rundirs import case_folder
 from sitebench.services import programs
 from sitebench.sites import local_site
 
@@ -421,7 +422,8 @@ def test_one_case_of_every_check_family_as_an_ordinary_user(checkout):
     assert proc.returncode == 0, out[-6000:]
     for case in cases:
         # The job's own files: written by the benchmark's processes, as the user.
-        outputs = list((runs[-1] / "output").glob(f"*/*/*/{case['unique_name']}/*"))
+        folder = case_folder(runs[-1], case)
+        outputs = list(folder.iterdir()) if folder else []
         assert outputs, case["name"]
         assert {p.stat().st_uid for p in outputs} == {user.pw_uid}, case["name"]
     print(f"{len(cases)} cases as {USER} in {took:.0f} s")
