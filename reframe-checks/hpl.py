@@ -21,6 +21,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.common.errors import SitebenchError  # noqa: E402
 from sitebench.parsers import ParseError, hpl  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.monitoring import MessageMonitoring  # noqa: E402
 from sitebench.run.hpl_input import hpl_dat, problem_size, process_grid  # noqa: E402
@@ -145,6 +146,9 @@ class HplCheck(SitebenchBenchmark, MessageMonitoring):
     def write_input(self):
         with open(os.path.join(self.stagedir, "HPL.dat"), "w") as fp:
             fp.write(hpl_dat(self.n, self.nb, self.p, self.q, self.site_hpl_settings()))
+
+    def expected_work_s(self):
+        return work_estimates.hpl(self.n)
 
     def result(self):
         return hpl.parse(self.stdout_text())

@@ -22,6 +22,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, jacobi  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.mapped import MappedMpiBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -94,6 +95,9 @@ class JacobiCheck(MappedMpiBenchmark):
             if 2 * 8 * (edge + 2) ** 3 <= memory / 4:
                 return edge
         return FULL_EDGES[-1]
+
+    def expected_work_s(self):
+        return work_estimates.jacobi(self.edge, self.iterations)
 
     def stderr_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:

@@ -25,6 +25,7 @@ from sitebench.run import mapping as mappings  # noqa: E402
 from sitebench.run.launchers import launcher_name  # noqa: E402
 from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.resolution import ResolutionLimited  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Where Open MPI's two Java ranks sit: the OSU checks' mpirun options (reframe-checks/osu.py).
@@ -48,7 +49,7 @@ class JavaPingPongBuild(SpackBuild):
 
 
 @rfm.simple_test
-class JavaPingPongCheck(SitebenchBenchmark):
+class JavaPingPongCheck(SitebenchBenchmark, ResolutionLimited):
     """Java ping-pong: half the round trip of a blocking Send/Recv, 1 B to 4 MiB.
 
     Parameters: ``scale``, ``device`` (multicore: MPJ Express, both ranks as threads of one
@@ -98,12 +99,6 @@ class JavaPingPongCheck(SitebenchBenchmark):
     #:
     #: :type: :class:`str`
     java_home = variable(str, value="", loggable=True)
-
-    #: Message sizes with a figure printed as 0.00, under the table's resolution (a slow
-    #: 1-byte bandwidth on a busy machine): figures at the resolution limit. Logged.
-    #:
-    #: :type: :class:`str`
-    at_resolution = variable(str, value="", loggable=True)
 
     pingpong_build = fixture(JavaPingPongBuild, scope="environment")
     # references.yaml: $index [$processor.arch, scale, device, mapping]
@@ -224,11 +219,7 @@ class JavaPingPongCheck(SitebenchBenchmark):
             if used != {btl}:
                 found.append(f"Open MPI used the BTLs {sorted(used)}, not {btl}")
         if not found:
-            result = self.result()
-            self.at_resolution = " ".join(f"{s}B" for s in sorted(result.at_resolution))
-            note = result.resolution_note()
-            if note:
-                self.logger.warning(f"{self.name}: {note}")
+            self.log_resolution_limit(self.result())
         return sn.assert_true(not found, msg="; ".join(found))
 
     @performance_function("us")

@@ -18,6 +18,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, npb  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.monitoring import MessageMonitoring  # noqa: E402
 from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
@@ -117,6 +118,9 @@ class NpbCheck(SitebenchBenchmark, MessageMonitoring):
                 f"{self.npb_class} and {self.benchmark} to the npb spec's classes= and names= "
                 f"in the site's environments/<site>/spack.yaml"
             )
+
+    def expected_work_s(self):
+        return work_estimates.npb(self.benchmark, self.npb_class)
 
     def result(self):
         return npb.parse(self.stdout_text())

@@ -20,6 +20,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, npb_java  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild, site_environment  # noqa: E402
 from sitebench.spack import toolchain_roots  # noqa: E402
@@ -109,6 +110,9 @@ class NpbJavaCheck(SitebenchBenchmark):
         self.job.launcher = getlauncher("local")()
         self.executable = self.binary(self.npb_java_build, "bin/npb-java")
         self.executable_opts = [self.benchmark, f"-np{self.threads}", f"CLASS={self.npb_class}"]
+
+    def expected_work_s(self):
+        return work_estimates.npb_java(self.benchmark, self.npb_class)
 
     def result(self):
         return npb_java.parse(self.stdout_text())

@@ -23,6 +23,7 @@ from sitebench.run import mapping as mappings  # noqa: E402
 from sitebench.run.launchers import launcher_name  # noqa: E402
 from sitebench.run import time_limits  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
+from sitebench.run.resolution import ResolutionLimited  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
 #: Where the two ranks sit. Open MPI's mpirun places them with ``--map-by`` and binds each
@@ -80,7 +81,7 @@ class OsuBuild(SpackBuild):
     spack_spec = "osu-micro-benchmarks"
 
 
-class OsuPingPong(SitebenchBenchmark):
+class OsuPingPong(SitebenchBenchmark, ResolutionLimited):
     """Two ranks of one OSU point-to-point benchmark, mapped and connected as asked.
 
     Parameters: ``scale``, ``mapping`` (core: both ranks on one socket, different cores;
@@ -130,12 +131,6 @@ class OsuPingPong(SitebenchBenchmark):
     #:
     #: :type: :class:`str`
     tcp_interfaces = variable(str, value="")
-
-    #: Message sizes whose figure OSU printed as 0.00, under its resolution (a slow
-    #: 1-byte osu_bw on a busy machine): figures at the resolution limit. Logged.
-    #:
-    #: :type: :class:`str`
-    at_resolution = variable(str, value="", loggable=True)
 
     #: The Open MPI BTL the transport must use (vader, tcp); empty under MPICH.
     #:
@@ -308,11 +303,7 @@ class OsuPingPong(SitebenchBenchmark):
         """Log the sizes OSU printed as zero (figures at its resolution limit); ``found``
         passes through."""
         if not found:
-            result = self.result()
-            self.at_resolution = " ".join(f"{s}B" for s in sorted(result.at_resolution))
-            note = result.resolution_note()
-            if note:
-                self.logger.warning(f"{self.name}: {note}")
+            self.log_resolution_limit(self.result())
         return found
 
     @sanity_function

@@ -37,6 +37,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, npb, pages  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.hugepages import large_pages_unavailable  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -145,6 +146,12 @@ class PagesCheck(SitebenchBenchmark):
             "OMP_NUM_THREADS": "1",
             "GLIBC_TUNABLES": f"glibc.malloc.hugetlb={1 if self.pages == 'large' else 0}",
         }
+
+    def expected_work_s(self):
+        if self.benchmark == "memaccess":
+            _mib, loads, passes = MEMACCESS[self.scale]
+            return work_estimates.memaccess(self.buffer_mib, loads, passes)
+        return work_estimates.npb(self.benchmark, self.npb_class)
 
     def stderr_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:

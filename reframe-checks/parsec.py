@@ -24,6 +24,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, parsec  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -304,6 +305,11 @@ class ParsecCheck(SitebenchBenchmark):
             self.input_file,
             FLUID_OUTPUT,
         ]
+
+    def expected_work_s(self):
+        if self.benchmark == "blackscholes":
+            return work_estimates.blackscholes(self.num_options)
+        return work_estimates.fluidanimate(self.fluid_input, self.frames)
 
     @run_before("run")
     def time_the_program(self):

@@ -17,6 +17,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, ring  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.mapped import MappedMpiBenchmark  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
 
@@ -63,6 +64,9 @@ class RingCheck(MappedMpiBenchmark):
         self.steps = self.steps or STEPS[self.scale]
         self.executable = self.binary(self.ring_build, "bin/mpi_ring")
         self.executable_opts = ["-s", str(self.message_size), "-n", str(self.steps)]
+
+    def expected_work_s(self):
+        return work_estimates.ring(self.num_ranks, self.steps, self.message_size)
 
     def result(self):
         return ring.parse(self.stdout_text())

@@ -20,6 +20,7 @@ from reframe.core.builtins import (  # noqa: E402
 )
 
 from sitebench.parsers import ParseError, stream  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -82,6 +83,9 @@ class StreamCheck(SitebenchBenchmark):
         self.executable = self.binary(self.stream_build, "bin/stream_c.exe")
         size = re.search(r"\bstream_array_size=(\d+)", self.concrete_spec)
         self.stream_array_size = int(size.group(1)) if size else 0
+
+    def expected_work_s(self):
+        return work_estimates.stream(self.stream_array_size) if self.stream_array_size else None
 
     def result(self):
         return stream.parse(self.stdout_text())

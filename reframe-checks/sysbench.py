@@ -23,6 +23,7 @@ from reframe.core.builtins import (  # noqa: E402
 
 from sitebench.parsers import ParseError, sysbench  # noqa: E402
 from sitebench.services import mariadb_server  # noqa: E402
+from sitebench.run import work_estimates  # noqa: E402
 from sitebench.run.benchmark import SitebenchBenchmark  # noqa: E402
 from sitebench.run.scales import THREAD_LABELS, resolve_threads  # noqa: E402
 from sitebench.run.spack_build import SpackBuild  # noqa: E402
@@ -194,6 +195,11 @@ class SysbenchCheck(SitebenchBenchmark):
         mariadb_server.STATUS_FILE,
     ]
 
+    def expected_work_s(self):
+        # A 1M-row prepare took 6-21 s here; the estimate gives it 330 s.
+        rows = self.table_size * self.tables
+        return work_estimates.sysbench(rows, self.run_time, self.start_timeout)
+
     @run_after("setup")
     def set_run(self):
         count = resolve_threads(self.threads, self.processor_cores())
@@ -207,8 +213,6 @@ class SysbenchCheck(SitebenchBenchmark):
         # Client and server share the node: ask for all of it, run without MPI.
         self.num_cpus_per_task = self.processor_cores()
         self.job.launcher = getlauncher("local")()
-        # Generous, so only a hung server hits it: a 1M-row prepare took 6-21 s here.
-        self.time_limit = f"{self.run_time + 600}s"
         exe = self.binary(self.sysbench_build, "bin/sysbench")
         mariadb_prefix = self.mariadb_build.install_prefix()
         self.concrete_spec += f" ^{self.mariadb_build.concrete_spec()}"

@@ -4,13 +4,16 @@ marked ``disturbed`` beyond the threshold, and the warning before a run on a bus
 
 The real runs put a STREAM kernel (tests/fixtures/tutorial-checks/src/stream_omp.c, two
 OpenMP threads, repeated for 3 s) in the tiny check of tests/test_energy.py, once beside a
-CPU hog per CPU started by the test and once without.
+CPU hog per CPU started by the test and once without; the quick suite's message-passing
+cases (OSU over TCP, the ring, the Java ping-pong) run by ReFrame in one run beside the hog.
 """
 
+import json
 import os
 import re
 import signal
 import subprocess
+import sys
 import time
 from types import SimpleNamespace
 
@@ -170,3 +173,59 @@ def test_a_case_stopped_at_its_limit_says_the_machine_was_busy(tmp_path, hogs):
     assert "load factor" in reason and "busy (disturbed)" in reason, reason
     assert case["disturbed"] is True
     assert 10 <= limit < 300 and took < 600, (limit, took)
+
+
+#: The quick suite's message-passing cases that failed on a busy node (issue 38): OSU's
+#: latency and bandwidth over TCP, the ring, and the Java ping-pong on its three devices.
+BUSY_CASES = (
+    "Osu(Latency|Bandwidth)Check.*mapping=core.*transport=tcp",
+    "RingCheck.*mapping=core.*ranks=all",
+    "JavaPingPongCheck.*mapping=core",
+)
+
+
+@pytest.mark.spack
+@pytest.mark.slow
+def test_message_passing_cases_beside_a_cpu_hog_pass_marked_disturbed(tmp_path, spack, hogs):
+    """One ReFrame run of the local site (its first toolchain) beside a busy loop per CPU:
+    every case passes (a 1-byte bandwidth under the printed resolution is a figure at the
+    limit, logged in ``at_resolution``), is marked disturbed and ran under a time limit
+    scaled to its work and the load it met."""
+    from conftest import ROOT, unjudged
+
+    hogs()
+    report = tmp_path / "report.json"
+    command = [os.path.join(os.path.dirname(sys.executable), "reframe")]
+    command += ["-C", str(ROOT / "site-configs/local/reframe.py")]
+    for check in ("osu.py", "ring.py", "java_pingpong.py"):
+        command += ["-c", str(ROOT / "reframe-checks" / check)]
+    for name in BUSY_CASES:
+        command += ["-n", name]
+    command += ["-S", "max_size=65536", "--exec-policy", "serial", "-r"]
+    command += ["--prefix", str(tmp_path / "rfm"), "--report-file", str(report)]
+    started = time.monotonic()
+    proc = subprocess.run(command, env=unjudged(spack), capture_output=True, text=True, cwd=ROOT)
+    took = time.monotonic() - started
+    assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
+    cases = [
+        c
+        for c in json.loads(report.read_text())["runs"][0]["testcases"]
+        if not c.get("fixture") and "Build" not in c["name"]
+    ]
+    families = sorted({c["name"].split()[0] for c in cases})
+    assert families == [
+        "JavaPingPongCheck", "OsuBandwidthCheck", "OsuLatencyCheck", "RingCheck",
+    ], (families, proc.stdout[-3000:])  # fmt: skip
+    assert len([c for c in cases if c["name"].startswith("Java")]) == 3
+    for case in cases:
+        name = case["name"]
+        assert case["result"] == "pass", (name, case["fail_reason"], proc.stdout[-3000:])
+        assert case["disturbed"] is True and case["foreign_cores"] > 0.5, name
+        assert case["launch_limit_s"] >= 60, name
+        if not name.startswith("Ring"):
+            # Logged beside every figure; where a size printed 0.00 it is named and warned.
+            sizes = case["at_resolution"]
+            assert not sizes or "kept as a figure at the resolution limit" in (
+                proc.stdout + proc.stderr
+            ), (name, sizes)
+    print(f"{len(cases)} cases beside a hog in {took:.0f} s")

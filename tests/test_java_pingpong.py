@@ -13,7 +13,6 @@ import pytest
 import yaml
 
 from conftest import FIXTURES, ROOT, build_in_temp_env
-from test_disturbance import hogs  # noqa: F401 (a fixture)
 from sitebench.parsers import ParseError, java_pingpong
 
 JPP = FIXTURES / "java-pingpong"
@@ -317,35 +316,6 @@ def test_check_runs_mpj_and_open_mpi_java_and_stops_the_daemon(built, spack, tmp
     assert left.stdout == "", left.stdout
     total = sum(c["time_run"] for c in ran.values())
     print(f"Java ping-pong run phases: {total:.1f} s")
-
-
-@pytest.mark.spack
-@pytest.mark.slow
-def test_cases_beside_a_cpu_hog_pass_marked_disturbed(built, spack, tmp_path, hogs):  # noqa: F811
-    """MPJ multicore and niodev and Open MPI's Java, beside a busy loop per CPU (issue 38:
-    niodev failed "not a finite positive value at 1 B" on a busy node): every case passes,
-    marked disturbed, under a time limit scaled to its sizes and iterations."""
-    import rfm_temp_env
-
-    no_references = tmp_path / "no-references.yaml"
-    no_references.write_text("{}\n")
-    env_dir, _pingpong = built
-    hogs()
-    proc, cases = rfm_temp_env.run(
-        spack,
-        env_dir,
-        tmp_path,
-        ["java_pingpong.py"],
-        ["JavaPingPongCheck.*mapping=core"],
-        options=["-S", "JavaPingPongCheck.max_size=65536"],
-        references=no_references,
-    )
-    ran = [c for c in cases if c["result"] != "skip"]
-    assert len(ran) == 3, proc.stdout[-3000:]
-    for case in ran:
-        assert case["result"] == "pass", (case["display_name"], case["fail_reason"])
-        assert case["disturbed"] is True and case["foreign_cores"] > 0.5, case["display_name"]
-        assert case["launch_limit_s"] >= 60, case["display_name"]
 
 
 # -- the report's table: Java against C ------------------------------------------------------

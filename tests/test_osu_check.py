@@ -11,7 +11,6 @@ import sys
 import pytest
 
 from conftest import FIXTURES, ROOT, unjudged
-from test_disturbance import hogs  # noqa: F401 (a fixture)
 from sitebench.parsers import ParseError, osu
 
 OSU = FIXTURES / "osu"
@@ -307,20 +306,3 @@ def test_check_passes_and_fails_as_the_outputs_say(tmp_path, spack):
         assert proc.returncode != 0 and case["result"] == "fail", proc.stdout[-3000:]
         assert case["fail_phase"] == "sanity", case["fail_reason"]
         assert any(cause in case["fail_reason"] for cause in causes), case["fail_reason"]
-
-
-@pytest.mark.spack
-@pytest.mark.slow
-def test_cases_beside_a_cpu_hog_pass_marked_disturbed(tmp_path, spack, hogs):  # noqa: F811
-    """Latency and bandwidth over TCP, both MPIs of the site, beside a busy loop per CPU:
-    every case passes (a 1-byte bandwidth under OSU's resolution is a figure at the limit,
-    issue 38), is marked disturbed and ran under a time limit scaled to its work."""
-    hogs()
-    name = "Osu(Latency|Bandwidth)Check.*mapping=core.*transport=tcp"
-    fast = ["-S", "max_size=65536"]
-    proc, cases = reframe(spack, tmp_path, name, *fast)
-    assert len(cases) >= 2, proc.stdout[-3000:]
-    for case in cases:
-        assert case["result"] == "pass", (case["name"], case["fail_reason"], proc.stdout[-3000:])
-        assert case["disturbed"] is True and case["foreign_cores"] > 0.5, case["name"]
-        assert case["launch_limit_s"] >= 60, case["name"]

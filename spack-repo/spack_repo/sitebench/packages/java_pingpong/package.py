@@ -24,6 +24,18 @@ from spack.package import (
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
+#: The digests of the sources beside this recipe. Spack's package hash leaves out directives
+#: (version, resource), so a digest changed only inside them kept the hash: the binary cache
+#: went on serving the mpj-niodev-run that hung as an ordinary user (issue 38) after it was
+#: fixed. Kept here, outside the directives, a changed source changes the hash.
+SOURCES_SHA256 = {
+    "JavaPingPong.java": "e4630a38fe2f88159ec68531e96d454d5bdba48dc239dd3348308f1173f6bf6e",
+    "MpjPingPong.java": "32b98b36bc6191531b434ee92f6af67610c96d3da4a28a9014f70515d2692419",
+    "mpj-niodev-run": "be1ec3bb90b329cabfda923c1a9403b03cafc1a06c3acdb500a95d93a9f681f4",
+    "java-pingpong.sh": "d4ef618122ebe43ed3eb1307989666834ae8ff018d8b632d49f19d0dd01a138d",
+    "OmpiPingPong.java": "47ec3fba1e0afe60de664e920e5793e3cb687be8ffcc5b424a8d1f933b50ab77",
+}
+
 #: Open MPI's Java sources (``ompi/mpi/java/java/*.java`` and LICENSE) by Open MPI version:
 #: a ``git archive`` of the release tag, gzip -n (``github:open-mpi/ompi`` tag v4.1.4 =
 #: commit ffb0adcd), put in the source mirror as the build notes say. mpi.jar must match
@@ -58,7 +70,7 @@ class JavaPingpong(Package):
 
     version(
         "1.0",
-        sha256="e4630a38fe2f88159ec68531e96d454d5bdba48dc239dd3348308f1173f6bf6e",
+        sha256=SOURCES_SHA256["JavaPingPong.java"],
         url=f"file://{_HERE}/JavaPingPong.java",
         expand=False,
     )
@@ -78,28 +90,28 @@ class JavaPingpong(Package):
     resource(
         name="MpjPingPong.java",
         url=f"file://{_HERE}/MpjPingPong.java",
-        sha256="32b98b36bc6191531b434ee92f6af67610c96d3da4a28a9014f70515d2692419",
+        sha256=SOURCES_SHA256["MpjPingPong.java"],
         expand=False,
         placement="mpj",
     )
     resource(
         name="mpj-niodev-run",
         url=f"file://{_HERE}/mpj-niodev-run",
-        sha256="be1ec3bb90b329cabfda923c1a9403b03cafc1a06c3acdb500a95d93a9f681f4",
+        sha256=SOURCES_SHA256["mpj-niodev-run"],
         expand=False,
         placement="niodev",
     )
     resource(
         name="java-pingpong.sh",
         url=f"file://{_HERE}/java-pingpong.sh",
-        sha256="d4ef618122ebe43ed3eb1307989666834ae8ff018d8b632d49f19d0dd01a138d",
+        sha256=SOURCES_SHA256["java-pingpong.sh"],
         expand=False,
         placement="launcher",
     )
     resource(
         name="OmpiPingPong.java",
         url=f"file://{_HERE}/OmpiPingPong.java",
-        sha256="47ec3fba1e0afe60de664e920e5793e3cb687be8ffcc5b424a8d1f933b50ab77",
+        sha256=SOURCES_SHA256["OmpiPingPong.java"],
         expand=False,
         placement="ompi",
         when="+ompi",
