@@ -101,10 +101,10 @@ def _real_moves():
 @contextlib.contextmanager
 def _runs_from_memory(nights, made):
     """The store's refresh reads the accepted runs from ``nights``, not from git."""
-    real = store.exchange_runs.load
+    # The refresh reads through exchange_runs.stream (one pass over every site's runs).
+    real = store.exchange_runs.stream
 
-    def load(_results_root, entries):
-        loaded = []
+    def stream(_results_root, entries):
         for entry in entries:
             site, run, _tree, _commit = entry
             name, files = nights.files_of(*made[run])
@@ -114,14 +114,13 @@ def _runs_from_memory(nights, made):
                     raise runfiles.MissingFile(f"no {relative}")
                 return files[relative]
 
-            loaded.append((entry, rundirs.parse_run(site, name, name, read)))
-        return loaded
+            yield entry, rundirs.parse_run(site, name, name, read)
 
-    store.exchange_runs.load = load
+    store.exchange_runs.stream = stream
     try:
         yield
     finally:
-        store.exchange_runs.load = real
+        store.exchange_runs.stream = real
 
 
 @contextlib.contextmanager
