@@ -210,36 +210,30 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
     tree, root, name, _report, env = onboarded("lmod")
     site_yaml = root / "site-configs" / name / "site.yaml"
     text = site_yaml.read_text()
+    onboarded_modules = f"modules: [{tree['gcc']}, {tree['openmpi']}]"
+    assert onboarded_modules in text
+
+    def refusal_with(modules):
+        """validate's refusal once Open MPI's toolchain loads ``modules`` instead."""
+        site_yaml.write_text(text.replace(onboarded_modules, f"modules: [{modules}]", 1))
+        with pytest.raises(SitebenchError) as err:
+            validate.validate_site(name, load_reframe=False)
+        return err.value
+
     with _environ(_cron(env, root)):
         validate.validate_site(name)
         try:
             # Open MPI's toolchain loading MPICH's module: the MPI the job gets is not
             # the one Spack builds with.
-            site_yaml.write_text(
-                text.replace(
-                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
-                    f"modules: [{tree['gcc']}, {tree['mpich']}]",
-                    1,
-                )
-            )
-            with pytest.raises(SitebenchError) as err:
-                validate.validate_site(name, load_reframe=False)
-            said = str(err.value)
+            err = refusal_with(f"{tree['gcc']}, {tree['mpich']}")
+            said = str(err)
             assert "toolchain 'gcc12-openmpi4'" in said and "mpich" in said, said
             assert "not in the openmpi@" in said and "it is mpich@" in said, said
-            assert f"modules: [{tree['gcc']}, {tree['openmpi']}]" in err.value.fix
+            assert onboarded_modules in err.fix
             # A second compiler of Lmod's family swaps GCC out.
-            site_yaml.write_text(
-                text.replace(
-                    f"modules: [{tree['gcc']}, {tree['openmpi']}]",
-                    f"modules: [{tree['gcc']}, {tree['openmpi']}, aocc/4]",
-                    1,
-                )
-            )
-            with pytest.raises(SitebenchError) as err:
-                validate.validate_site(name, load_reframe=False)
-            assert "leaves gcc/12" in str(err.value) and "unloaded" in str(err.value)
-            assert "one module of each family" in err.value.fix
+            err = refusal_with(f"{tree['gcc']}, {tree['openmpi']}, aocc/4")
+            assert "leaves gcc/12" in str(err) and "unloaded" in str(err)
+            assert "one module of each family" in err.fix
         finally:
             site_yaml.write_text(text)
 
