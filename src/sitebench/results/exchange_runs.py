@@ -12,12 +12,12 @@ run's identity and nothing is ever ``lstat``-ed. Git never fetches here
 the pull that accepted the run.
 """
 
-import subprocess
 from pathlib import Path
 
 from sitebench.results import runfiles
 from sitebench.results.exchange import NO_LAZY_FETCH, Exchange
 from sitebench.results.rundirs import INDEXED_FILES, REPORT, BadRun, parse_run
+from sitebench.results.verify import BatchReader
 
 
 class Unread(Exception):
@@ -64,44 +64,23 @@ def _sizes(ex, trees):
 
 
 class _Reader:
-    """One ``git cat-file --batch`` kept open, asked one blob at a time (never fetching):
-    the blobs of many runs from one process, holding one at a time."""
+    """The blobs of many runs from one ``git cat-file --batch`` kept open, one held at a
+    time, never fetching (:class:`~sitebench.results.verify.BatchReader`)."""
 
     def __init__(self, ex):
-        self.ex, self.proc = ex, None
+        self.batch = BatchReader(["git", *NO_LAZY_FETCH, "--git-dir", str(ex.git_dir)])
 
     def get(self, oid):
-        if self.proc is None or self.proc.poll() is not None:
-            self.proc = subprocess.Popen(
-                ["git", *NO_LAZY_FETCH, "--git-dir", str(self.ex.git_dir), "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
         try:
-            self.proc.stdin.write(f"{oid}\n".encode())
-            self.proc.stdin.flush()
-            head = self.proc.stdout.readline().split()
-            if len(head) != 3 or head[0].decode() != oid:
-                raise Unread(f"git could not read {oid}")
-            size = int(head[2])
-            data = self.proc.stdout.read(size + 1)
-            if len(data) != size + 1:
-                raise Unread(f"git stopped reading {oid}")
-            return data[:-1]
-        except (BrokenPipeError, ValueError, OSError) as err:
-            self.close()
-            raise Unread(f"git could not read {oid} ({err})") from None
-        except Unread:
-            self.close()
-            raise
+            found = self.batch.read(oid)
+        except OSError as err:
+            raise Unread(str(err)) from None
+        if found is None:
+            raise Unread(f"git could not read {oid}")
+        return found[1]
 
     def close(self):
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            proc.stdin.close()
-            proc.kill()
-            proc.wait()
+        self.batch.close()
 
 
 def stream(results_root, entries):

@@ -150,6 +150,49 @@ def read_allowed_signers(path):
     return trusted
 
 
+class BatchReader:
+    """One ``git cat-file --batch`` kept open and asked one object at a time: the objects of
+    many commits or runs from one process, one held at a time. ``argv``: the git command
+    before ``cat-file`` (its configuration and repository)."""
+
+    def __init__(self, argv):
+        self.argv, self.proc = list(argv), None
+
+    def read(self, oid):
+        """(type, bytes) of ``oid``, None when git has not got it; OSError when git died or
+        answered out of step (closed then: the next read starts a new process)."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(
+                [*self.argv, "cat-file", "--batch"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+            )
+        try:
+            self.proc.stdin.write(f"{oid}\n".encode())
+            self.proc.stdin.flush()
+            head = self.proc.stdout.readline().split()
+            if head == [oid.encode(), b"missing"]:
+                return None
+            if len(head) != 3 or head[0].decode() != oid:
+                raise OSError(f"git answered {b' '.join(head)!r}")
+            size = int(head[2])
+            data = self.proc.stdout.read(size + 1)
+            if len(data) != size + 1:
+                raise OSError("git stopped short")
+            return head[1].decode(), data[:-1]
+        except (OSError, ValueError) as err:
+            self.close()
+            raise OSError(f"git could not read {oid} ({err})") from None
+
+    def close(self):
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            proc.stdin.close()
+            proc.kill()
+            proc.wait()
+
+
 class Git:
     """git in one repository (a bare one is fine), text in and out."""
 
@@ -191,30 +234,17 @@ class Git:
         return self._partial
 
     def _read(self, sha):
-        if getattr(self, "_reader", None) is None or self._reader.poll() is not None:
-            self._reader = subprocess.Popen(
-                ["git", *self.config, "--git-dir", self.git_dir, "cat-file", "--batch"],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-            )
+        if getattr(self, "_reader", None) is None:
+            self._reader = BatchReader(["git", *self.config, "--git-dir", self.git_dir])
         try:
-            self._reader.stdin.write(f"{sha}\n".encode())
-            self._reader.stdin.flush()
-            head = self._reader.stdout.readline().split()
-            if len(head) != 3:
-                return None  # "<sha> missing", or git gave up on it
-            data = self._reader.stdout.read(int(head[2]) + 1)[:-1]
-            return head[1].decode(), data
-        except (BrokenPipeError, ValueError):
-            self.close()
-            return None
+            return self._reader.read(sha)
+        except OSError:
+            return None  # git gave up on it: judged as missing
 
     def close(self):
         reader, self._reader = getattr(self, "_reader", None), None
         if reader is not None:
-            reader.stdin.close()
-            reader.wait()
+            reader.close()
 
     def kinds(self, shas):
         """{sha: type} of objects present, from one ``cat-file --batch-check``."""
