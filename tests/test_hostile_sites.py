@@ -218,6 +218,74 @@ def bad_signature(world, clone, m):
     return "bad signature"
 
 
+def _gpgsig(armor):
+    return "gpgsig " + "\n ".join(armor.strip("\n").split("\n"))
+
+
+def _resigned(clone, signature):
+    """Commit the clone's files unsigned, then put ``signature(payload)`` (armored text) in
+    its ``gpgsig`` header by hand, as a site with plain git and ssh-keygen can, and push;
+    ``signature`` may give whole header lines (starting ``gpgsig``) instead."""
+    git(clone, "add", "-A")
+    git(clone, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-q", "--no-gpg-sign", "-m", "r")
+    raw = git(clone, "cat-file", "commit", "HEAD").stdout
+    head, _, message = raw.partition("\n\n")
+    header = signature(raw)
+    header = header if header.startswith("gpgsig") else _gpgsig(header)
+    forged = subprocess.run(
+        ["git", "-C", str(clone), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=f"{head}\n{header}\n\n{message}",
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    git(clone, "push", "-q", "origin", f"{forged}:main")
+
+
+def _ssh_sign(key, namespace):
+    def sign(payload):
+        return subprocess.run(
+            ["ssh-keygen", "-q", "-Y", "sign", "-f", str(key), "-n", namespace],
+            input=payload,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+
+    return sign
+
+
+def malformed_signature(world, clone, m):
+    write_tree(clone, run_files(world))
+    armor = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==not base64\n-----END SSH SIGNATURE-----"
+    _resigned(clone, lambda payload: armor)
+    return "bad signature"
+
+
+def two_signatures(world, clone, m):
+    """mallory's good signature of its own run, and a second ``gpgsig`` header git reads as
+    part of the signature: not what git verifies, however good the first is."""
+    write_tree(clone, run_files(world))
+    good = _ssh_sign(m.key, "git")
+    _resigned(clone, lambda payload: _gpgsig(good(payload)) + "\n" + _gpgsig(good(payload)))
+    return "bad signature"
+
+
+def other_namespace(world, clone, m):
+    """mallory's own key, trusted for its runs, signing under the namespace ``file``: git
+    verifies under ``git`` only (a signature made for something else is not a commit's)."""
+    write_tree(clone, run_files(world))
+    _resigned(clone, _ssh_sign(m.key, "file"))
+    return "bad signature"
+
+
+def signed_by_another_sites_key_by_hand(world, clone, m):
+    """alpha's run signed by hand with mallory's key (trusted here, for mallory)."""
+    write_tree(clone, run_files(world, site="alpha"))
+    _resigned(clone, _ssh_sign(m.key, "git"))
+    return "a key trusted for mallory only"
+
+
 def rewrite_dropping_alphas_run(world, clone, m):
     root = git(clone, "rev-list", "--max-parents=0", "HEAD").stdout.split()[0]
     git(clone, "reset", "-q", "--hard", root)
@@ -288,6 +356,10 @@ CASES = [
     own_run_unsigned,
     untrusted_key,
     bad_signature,
+    malformed_signature,
+    two_signatures,
+    other_namespace,
+    signed_by_another_sites_key_by_hand,
     rewrite_dropping_alphas_run,
     rewrite_altering_alphas_run,
     branch_deleted,

@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 MAX_FILE = 16 * 2**20
@@ -51,6 +52,7 @@ SITE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 RUN_NAME = re.compile(r"\d{8}T\d{6}Z-[0-9a-zA-Z._-]{1,64}")
 REGULAR_MODES = ("100644", "100755")
 MAX_DEPTH = 24
+CONTROL_OR_BACKSLASH = re.compile(r"[\x00-\x1f\x7f\\]")
 MAX_COMPONENT = 255
 MAX_PATH = 1024
 REWRITE = "history rewrite"
@@ -161,6 +163,15 @@ class BatchReader:
     def read(self, oid):
         """(type, bytes) of ``oid``, None when git has not got it; OSError when git died or
         answered out of step (closed then: the next read starts a new process)."""
+        return self.read_many([oid])[0]
+
+    #: Requests written at once: well under a pipe's 64 KiB, so writing them never waits
+    #: for git, which has read every earlier request once its answers are read.
+    AT_ONCE = 512
+
+    def read_many(self, oids):
+        """[(type, bytes) or None] of ``oids``, the requests of up to :data:`AT_ONCE` written
+        before their answers are read (no round trip per object); OSError as :meth:`read`."""
         if self.proc is None or self.proc.poll() is not None:
             self.proc = subprocess.Popen(
                 [*self.argv, "cat-file", "--batch"],
@@ -168,22 +179,30 @@ class BatchReader:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
             )
+        found, oid = [], None
         try:
-            self.proc.stdin.write(f"{oid}\n".encode())
-            self.proc.stdin.flush()
-            head = self.proc.stdout.readline().split()
-            if head == [oid.encode(), b"missing"]:
-                return None
-            if len(head) != 3 or head[0].decode() != oid:
-                raise OSError(f"git answered {b' '.join(head)!r}")
-            size = int(head[2])
-            data = self.proc.stdout.read(size + 1)
-            if len(data) != size + 1:
-                raise OSError("git stopped short")
-            return head[1].decode(), data[:-1]
+            for at in range(0, len(oids), self.AT_ONCE):
+                part = oids[at : at + self.AT_ONCE]
+                self.proc.stdin.write("".join(f"{oid}\n" for oid in part).encode())
+                self.proc.stdin.flush()
+                for oid in part:
+                    found.append(self._answer(oid))
+            return found
         except (OSError, ValueError) as err:
             self.close()
             raise OSError(f"git could not read {oid} ({err})") from None
+
+    def _answer(self, oid):
+        head = self.proc.stdout.readline().split()
+        if head == [oid.encode(), b"missing"]:
+            return None
+        if len(head) != 3 or head[0].decode() != oid:
+            raise OSError(f"git answered {b' '.join(head)!r}")
+        size = int(head[2])
+        data = self.proc.stdout.read(size + 1)
+        if len(data) != size + 1:
+            raise OSError("git stopped short")
+        return head[1].decode(), data[:-1]
 
     def close(self):
         proc, self.proc = self.proc, None
@@ -218,6 +237,13 @@ class Git:
         """{sha: (type, raw bytes)} of objects present (trees and commits: a partial copy
         holds them all), read by one ``cat-file --batch`` kept open while this Git lives
         (a commit's trees cost no process each)."""
+        if getattr(self, "_reader", None) is None:
+            self._reader = BatchReader(["git", *self.config, "--git-dir", self.git_dir])
+        shas = list(shas)
+        try:
+            return {sha: got for sha, got in zip(shas, self._reader.read_many(shas)) if got}
+        except OSError:
+            pass  # one object git gave up on: each read on its own, that one as missing
         found = {}
         for sha in shas:
             got = self._read(sha)
@@ -279,11 +305,16 @@ def check_range(git, old, new, rules, refused=frozenset()):
         old, spec = None, [new]
     listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
     commits = [line.split() for line in listing.splitlines() if line.strip()]
-    signatures = _signatures(git, spec, rules, [c[0] for c in commits])
-    verdicts, base = [], old
     # Every commit's changes against its parent from one git process (10,000 empty commits
     # cost one diff-tree); a commit after a refused one is read against the last accepted.
     changes = changes_of(git, [c[0] for c in commits if len(c) <= 2])
+    signatures = _signatures(git, spec, rules, [c[0] for c in commits], changes)
+    verdicts, base = [], old
+    # Likewise every commit's trees against its parent's, a few hundred commits at a time,
+    # and the sizes of what they add.
+    trees = tree_reasons(git, [c for c in commits if len(c) <= 2])
+    sizes = blob_sizes(git, [c[2] for found in changes.values() for c in _sized(found, rules)])
+    changes = (changes, trees, sizes)
     try:
         return _judge(git, commits, signatures, refused, rules, verdicts, base, changes)
     finally:
@@ -297,8 +328,11 @@ def _judge(git, commits, signatures, refused, rules, verdicts, base, changes):
             continue
         signature = signatures.get(commit, ("N", "", [], 0))
         parent = parents[0] if parents else None
-        known = changes.get(commit) if parent == base else None
-        verdict = _check_commit(git, commit, parents, base, signature, rules, known)
+        known = changes[0].get(commit) if parent == base else None
+        trees = changes[1].get(commit) if parent == base else None
+        verdict = _check_commit(
+            git, commit, parents, base, signature, rules, known, trees, changes[2]
+        )
         verdicts.append(verdict)
         if verdict.ok:
             base = commit
@@ -340,17 +374,41 @@ def changes_of(git, commits):
     return found
 
 
-#: Below this many commits the signatures are checked by one git process.
+#: Below this many commits the signatures git checks are checked by one git process.
 PARALLEL_FROM = 64
+#: How an SSH signature starts (git's ``get_format_by_sig``: it picks ssh-keygen by it).
+SSH_ARMOR = b"-----BEGIN SSH SIGNATURE-----"
+#: A committer line as git writes it: the commit's time, the one git verifies the key at.
+COMMITTER = re.compile(rb"committer [^<>\n]*<[^<>\n]*> ([1-9][0-9]{0,11}) [+-][0-9]{4}\n")
+GOOD = 'Good "git" signature for '
+SHA256_KEY = re.compile(r"SHA256:[A-Za-z0-9+/]{43}")
 
 
-def _signatures(git, spec, rules, commits=()):
-    """{commit: (%G?, %GK, [commits it says it left out], committer time)} from ``git log``
-    verifying every signature of the range (git checks a key's validity period,
-    ``valid-after``/``valid-before`` in allowed_signers, at the commit's time). git runs
-    ``ssh-keygen`` twice per commit, one commit after the other: a long range (``commits``,
-    its commits) is split among as many ``git log --no-walk --stdin`` as there are cores,
-    each verifying its share the same way."""
+def _signatures(git, spec, rules, commits=(), changes=None):
+    """{commit: (%G?, %GK, [commits it says it left out], committer time)} of every commit
+    of the range (``commits``). git checks a key's validity period (``valid-after`` /
+    ``valid-before`` in allowed_signers) at the commit's time, running ``ssh-keygen`` twice
+    per commit (find-principals, then verify), one commit after the other. A commit adding
+    runs of a site (from ``changes``) is first verified as git would verify it for that
+    site, by one ``ssh-keygen -Y verify -I <site>`` with the commit's time, one per core at
+    once (:func:`ssh_verified`): good, it is what git says (G and the key's fingerprint);
+    anything else (unsigned, another key, another namespace, a key outside its validity, a
+    registry commit, a signature git reads otherwise) is judged by git itself as before."""
+    hints = _signer_hints(changes or {}, rules, commits)
+    good = ssh_verified(git, rules, hints)
+    found = _logged(git, rules, [c for c in commits if c not in good], verify=True)
+    for commit, (_, _, named, committed) in _logged(git, rules, list(good), False).items():
+        found[commit] = ("G", good[commit][0], named, committed)
+        if committed != good[commit][1]:
+            found[commit] = _logged(git, rules, [commit], verify=True)[commit]
+    return found
+
+
+def _logged(git, rules, commits, verify):
+    """``git log``'s reading of ``commits`` (its %G? and %GK when ``verify``, else "-"); a
+    long list is split among as many ``git log --no-walk --stdin`` as there are cores."""
+    if not commits:
+        return {}
     config = []
     if rules.allowed_signers:
         config = [
@@ -360,32 +418,23 @@ def _signatures(git, spec, rules, commits=()):
             f"gpg.ssh.allowedSignersFile={rules.allowed_signers}",
         ]
     trailer = f"%(trailers:key={LEFT_OUT},valueonly,separator=%x20)"
-    log = ["git", *config, "--git-dir", git.git_dir, "log"]
-    log.append(f"--format=%H %ct %G? %GK%x1f{trailer}%x1e")
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
-    shares = max(1, min(cores, len(commits) // PARALLEL_FROM))
-    if shares == 1:
-        outputs = [subprocess.run([*log, *spec], capture_output=True, text=True).stdout]
-    else:
-        procs = []
-        for k in range(shares):
-            # Into a file each: no process waits for its output to be read to go on.
-            out = tempfile.TemporaryFile()
-            proc = subprocess.Popen(
-                [*log, "--no-walk=unsorted", "--stdin"],
-                stdin=subprocess.PIPE,
-                stdout=out,
-                stderr=subprocess.DEVNULL,
-            )
-            proc.stdin.write("".join(f"{c}\n" for c in commits[k::shares]).encode())
-            proc.stdin.close()
-            procs.append((proc, out))
-        outputs = []
-        for proc, out in procs:
-            proc.wait()
-            out.seek(0)
-            outputs.append(out.read().decode("utf-8", errors="replace"))
-            out.close()
+    log = ["git", *config, "--git-dir", git.git_dir, "log", "--no-walk=unsorted", "--stdin"]
+    log.append(f"--format=%H %ct {'%G? %GK' if verify else '-'}%x1f{trailer}%x1e")
+    shares = max(1, min(_cores(), len(commits) // PARALLEL_FROM)) if verify else 1
+    procs = []
+    for k in range(shares):
+        # Into a file each: no process waits for its output to be read to go on.
+        out = tempfile.TemporaryFile()
+        proc = subprocess.Popen(log, stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL)
+        proc.stdin.write("".join(f"{c}\n" for c in commits[k::shares]).encode())
+        proc.stdin.close()
+        procs.append((proc, out))
+    outputs = []
+    for proc, out in procs:
+        proc.wait()
+        out.seek(0)
+        outputs.append(out.read().decode("utf-8", errors="replace"))
+        out.close()
     found = {}
     for record in "".join(outputs).split("\x1e"):
         head, _, left_out = record.strip().partition("\x1f")
@@ -397,11 +446,160 @@ def _signatures(git, spec, rules, commits=()):
     return found
 
 
-def _check_commit(git, commit, parents, base, signature, rules, known=None):
+def _cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+
+
+def _signer_hints(changes, rules, commits):
+    """{commit: the site whose key must sign it}: the first site (sorted) of the runs it adds
+    against its parent that is not allowed unsigned. A hint only: the verdict is judged on
+    the commit's own changes; a wrong hint only sends the commit to git."""
+    hints = {}
+    for commit in commits:
+        sites = set()
+        for status, _, _, path in changes.get(commit, ()):
+            site = path[len(rules.prefix) :].split("/", 1)[0] if path.startswith(rules.prefix) else ""
+            if status == "A" and SITE_NAME.fullmatch(site) and ".." not in site:
+                sites.add(site)
+        sites -= set(rules.unsigned_sites)
+        if sites and not any(c[3].startswith(REGISTRY_DIR + "/") for c in changes[commit]):
+            hints[commit] = sorted(sites)[0]
+    return hints
+
+
+def ssh_verified(git, rules, hints):
+    """{commit: (key fingerprint, committer time)} of the commits of ``hints`` ({commit:
+    site}) that OpenSSH finds signed, under git's namespace, by a key allowed_signers lists
+    for that site and valid at the commit's time: the ``ssh-keygen -Y verify`` git itself
+    runs once find-principals named the site, on the payload git verifies (the commit
+    without its ``gpgsig`` header, gpg-interface.c), with the time git gives (the committer's,
+    as local time). One process per commit, as many at once as there are cores. Only where
+    git's reading is known to be the same: allowed_signers of plain site names with
+    validity options only, and no revocation file configured for git."""
+    program = _ssh_program(git, rules) if hints else None
+    if program is None:
+        return {}
+    objects = git.objects(list(hints))
+    with tempfile.TemporaryDirectory(prefix="sitebench-sig-") as tmp:
+        jobs = []
+        for n, (commit, site) in enumerate(hints.items()):
+            kind, raw = objects.get(commit, ("missing", b""))
+            split = ssh_signed(raw) if kind == "commit" else None
+            if split is None:
+                continue
+            payload, signature, committed = split
+            try:
+                stamp = time.strftime("%Y%m%d%H%M%S", time.localtime(committed))
+            except (OverflowError, OSError, ValueError):
+                continue
+            path = os.path.join(tmp, f"{n}.sig")
+            with open(path, "wb") as out:
+                out.write(signature)
+            argv = [program, "-Y", "verify", "-n", "git", "-f", rules.allowed_signers]
+            argv += ["-I", site, "-s", path, f"-Overify-time={stamp}"]
+            jobs.append((commit, argv, payload, committed))
+        with ThreadPoolExecutor(max_workers=_cores()) as pool:
+            verified = list(pool.map(_ssh_keygen, jobs))
+    return {commit: found for commit, found in verified if found}
+
+
+def _ssh_keygen(job):
+    """(commit, (fingerprint, committer time) or None): git's reading of ssh-keygen's answer
+    (parse_ssh_output: 'Good "git" signature for <principal> with <type> key <fingerprint>')."""
+    commit, argv, payload, committed = job
+    try:
+        proc = subprocess.run(argv, input=payload, capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return commit, None
+    line = proc.stdout.split(b"\n", 1)[0].decode("utf-8", errors="replace").strip()
+    if proc.returncode != 0 or not line.startswith(GOOD):
+        return commit, None
+    rest = line[len(GOOD) :]
+    cut = rest.rfind(" with ")
+    key = rest[cut + 1 :].partition("key ")[2] if cut > 0 else ""
+    return commit, ((key, committed) if SHA256_KEY.fullmatch(key) else None)
+
+
+def ssh_signed(raw):
+    """(payload, signature, committer time) of a raw commit, split as git splits it to verify
+    it (commit.c's parse_buffer_signed_by_header: the ``gpgsig`` header's lines are the
+    signature, the rest is the payload), or None for anything but one SSH signature header
+    and one committer line as git writes it (git then judges the commit itself)."""
+    payload, signature, at, signing = [], [], 0, False
+    while at < len(raw):
+        end = raw.find(b"\n", at)
+        end = len(raw) if end < 0 else end + 1
+        line = raw[at:end]
+        if line == b"\n":
+            payload.append(raw[at:])
+            break
+        if signing and line.startswith(b" "):
+            signature.append(line[1:])
+        elif line.startswith(b"gpgsig"):
+            if signature or not line.startswith(b"gpgsig "):
+                return None
+            signature.append(line[len(b"gpgsig ") :])
+            signing = True
+        else:
+            signing = False
+            payload.append(line)
+        at = end
+    else:
+        return None
+    committers = [line for line in payload[:-1] if line.startswith(b"committer ")]
+    signature = b"".join(signature)
+    if len(committers) != 1 or not signature.startswith(SSH_ARMOR):
+        return None
+    match = COMMITTER.fullmatch(committers[0])
+    return (b"".join(payload), signature, int(match.group(1))) if match else None
+
+
+def _ssh_program(git, rules):
+    """The ssh-keygen git would run (``gpg.ssh.program``), or None where one verify per
+    commit could read a signature otherwise than git: no allowed_signers, a revocation file
+    configured (git passes it), or allowed_signers lines other than one plain site name (or
+    the host) with validity options (patterns, several principals, namespaces, CAs)."""
+    if not rules.allowed_signers:
+        return None
+    proc = git.run("config", "--get-regexp", r"^gpg\.ssh\.", check=False)
+    settings = {}
+    for line in proc.stdout.decode("utf-8", errors="replace").splitlines():
+        name, _, value = line.partition(" ")
+        settings[name.lower()] = value
+    if "gpg.ssh.revocationfile" in settings or not _plain_signers(rules.allowed_signers):
+        return None
+    return settings.get("gpg.ssh.program") or "ssh-keygen"
+
+
+def _plain_signers(path):
+    try:
+        text = open(path, encoding="utf-8").read()
+    except (OSError, UnicodeDecodeError):
+        return False
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts or parts[0].startswith("#"):
+            continue
+        principal = parts[0]
+        if principal != HOST and not (SITE_NAME.fullmatch(principal) and ".." not in principal):
+            return False
+        if len(parts) > 1 and not parts[1].startswith(("ssh-", "ecdsa-", "sk-")):
+            for option in parts[1].split(","):
+                name, _, value = option.partition("=")
+                if name not in REGISTRY_OPTIONS or not re.fullmatch(r'"?\d{8,14}Z?"?', value):
+                    return False
+    return True
+
+
+def _check_commit(
+    git, commit, parents, base, signature, rules, known=None, trees=None, sizes=None
+):
+    """The verdict on ``commit`` against ``base``; ``known``, ``trees`` (reason, paths base
+    held) and ``sizes`` are what was read of it against its parent when that is ``base``."""
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
-        reason = _check_trees(git, commit, base)
+        reason = trees[0] if trees is not None else _check_trees(git, commit, base)
         if reason:
             return Verdict(commit, reason)
         changes = known if known is not None else _changes(git, commit, base)
@@ -423,10 +621,10 @@ def _check_commit(git, commit, parents, base, signature, rules, known=None):
     if not runs:
         return Verdict(commit, "" if not parents else "adds no run (an empty or non-run commit)")
     if base:
-        reason = _check_new_runs(git, base, runs, rules)
+        reason = _check_new_runs(git, base, runs, rules, trees[1] if trees else None)
         if reason:
             return Verdict(commit, reason)
-    reason = _check_sizes(git, [c for c in changes if c[0] == "A"], rules)
+    reason = _check_sizes(git, [c for c in changes if c[0] == "A"], rules, sizes)
     if reason:
         return Verdict(commit, reason)
     reason = _check_times(runs, signature[3], rules)
@@ -697,9 +895,17 @@ def _check_trees(git, commit, base):
     folder of the same name included), no empty name, no '/', modes git writes, and each
     entry's object of the type its mode says (a "blob" that is a tree is refused). An export
     of such a tree would fail halfway on every site that took it."""
+    reason, leaves, holders, _ = _walk_trees(git, commit, base)
+    return reason or _leaf_kinds(git, [(leaves, holders)])[0]
+
+
+def _walk_trees(git, commit, base):
+    """(reason, the new files [(sha, kind its mode says, path)], the trees listing them, the
+    paths changed that ``base`` held too) of :func:`_check_trees`, all but the check of each
+    file's object type."""
     tree = _tree_of(git, commit)
     pending = [(tree, _tree_of(git, base) if base else None, "")]
-    leaves, holders = [], set()  # the new files, the trees that list them
+    leaves, holders, existed = [], set(), set()  # the new files, the trees that list them
     while pending:
         wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
         objects = git.objects(wanted)
@@ -707,15 +913,18 @@ def _check_trees(git, commit, base):
         for sha, old, where in pending:
             kind, data = objects.get(sha, ("missing", b""))
             if kind != "tree":
-                return f"{_shown(where or '/')} is a {kind}, listed as a tree"
+                return f"{_shown(where or '/')} is a {kind}, listed as a tree", [], set(), set()
             entries, reason = _tree_entries(data)
             if reason:
-                return f"malformed tree {_shown(where or '/')}: {reason} (git fsck refuses it)"
+                why = f"malformed tree {_shown(where or '/')}: {reason} (git fsck refuses it)"
+                return why, [], set(), set()
             before = _tree_entries(objects.get(old, ("", b""))[1])[0] if old else {}
             for name, (mode, sub) in entries.items():
                 if before.get(name) == (mode, sub):
                     continue
                 path = f"{where}{name.decode('utf-8', errors='surrogateescape')}"
+                if name in before:
+                    existed.add(path)
                 if mode == b"40000":
                     old_mode, old_sub = before.get(name, (None, None))
                     later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
@@ -723,14 +932,53 @@ def _check_trees(git, commit, base):
                     leaves.append((sub, ENTRY_TYPES[mode], path))
                     holders.add(sha)
         pending = later
-    present = _present(git, sorted(holders)) if leaves and git.partial else None
-    kinds = git.kinds([sha for sha, _, _ in leaves if present is None or sha in present])
-    for sha, kind, path in leaves:
-        # A blob a partial copy has not fetched is checked when it is (git checks every
-        # object it receives); one that is here must be what its mode says.
-        if sha in kinds and kinds[sha] != kind:
-            return f"{_shown(path)} is listed as a {kind} but is a {kinds[sha]}"
-    return ""
+    return "", leaves, holders, existed
+
+
+def _leaf_kinds(git, walks):
+    """[reason] for each walk's new files ([(leaves, holders)] of :func:`_walk_trees`): a
+    file whose object is here must be what its mode says; every walk's from one
+    ``rev-list`` and one ``cat-file``."""
+    holders = sorted({tree for leaves, trees in walks if leaves for tree in trees})
+    present = _present(git, holders) if holders and git.partial else None
+    # A blob a partial copy has not fetched is checked when it is (git checks every
+    # object it receives); one that is here must be what its mode says.
+    kinds = git.kinds(
+        sorted({sha for leaves, _ in walks for sha, _, _ in leaves if present is None or sha in present})
+    )
+    reasons = []
+    for leaves, _ in walks:
+        wrong = [(sha, kind, path) for sha, kind, path in leaves if kinds.get(sha, kind) != kind]
+        reasons.append(
+            f"{_shown(wrong[0][2])} is listed as a {wrong[0][1]} but is a {kinds[wrong[0][0]]}"
+            if wrong
+            else ""
+        )
+    return reasons
+
+
+#: Commits whose trees are walked before their objects' types are asked in one go.
+TREES_AT_ONCE = 256
+
+
+def tree_reasons(git, commits):
+    """{commit: (:func:`_check_trees` of it against its parent, the paths it changes that
+    its parent held)} for each [commit, parent] (or [root]), a few hundred commits' files
+    typed by one ``rev-list`` and one ``cat-file`` (not two processes per commit); a commit
+    git cannot read is left out (judged alone)."""
+    found = {}
+    for at in range(0, len(commits), TREES_AT_ONCE):
+        walks = {}
+        for commit, *parent in commits[at : at + TREES_AT_ONCE]:
+            try:
+                walks[commit] = _walk_trees(git, commit, parent[0] if parent else None)
+            except RuntimeError:
+                continue
+        clean = [c for c, walk in walks.items() if not walk[0]]
+        found.update({c: (walk[0], set()) for c, walk in walks.items() if walk[0]})
+        kinds = _leaf_kinds(git, [walks[c][1:3] for c in clean])
+        found.update({c: (reason, walks[c][3]) for c, reason in zip(clean, kinds)})
+    return found
 
 
 def _present(git, trees):
@@ -808,7 +1056,7 @@ def _bad_component(part):
         return f"path component {part!r}"
     if part.lower().rstrip(". ") in (".git", "git~1") or part.lower() == ".gitmodules":
         return f"path component {part!r} (git's own)"
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in part) or "\\" in part:
+    if CONTROL_OR_BACKSLASH.search(part):
         return "a control character or backslash in a file name"
     if len(part.encode("utf-8", errors="surrogateescape")) > MAX_COMPONENT:
         return "a file name over 255 bytes"
@@ -819,9 +1067,14 @@ def _bad_component(part):
     return ""
 
 
-def _check_new_runs(git, parent, runs, rules):
+def _check_new_runs(git, parent, runs, rules, held=None):
     """Each run the commit touches must be absent from the last accepted commit ``parent``
-    (never extended)."""
+    (never extended); ``held``: the paths it changes that ``parent`` held, when known."""
+    if held is not None:
+        for site, run in sorted(runs):
+            if f"{rules.prefix}{site}/{run}" in held:
+                return f"adds files to the published run {site}/{run}: runs are never changed"
+        return ""
     for site in sorted({site for site, _ in runs}):
         existing = set(
             git.text("ls-tree", "--name-only", "-z", parent, "--", f"{rules.prefix}{site}/").split(
@@ -834,16 +1087,43 @@ def _check_new_runs(git, parent, runs, rules):
     return ""
 
 
-def _check_sizes(git, changes, rules):
+def blob_sizes(git, blobs, known=None):
+    """``known`` ({blob: size, None when missing}) with the sizes of ``blobs`` it lacked,
+    asked by one ``cat-file --batch-check``."""
+    known = {} if known is None else known
+    wanted = sorted({blob for blob in blobs if blob not in known})
+    if wanted:
+        out = git.text(
+            "cat-file",
+            "--batch-check=%(objectname) %(objectsize)",
+            stdin="".join(f"{blob}\n" for blob in wanted).encode(),
+        )
+        answers = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)
+        for blob in wanted:
+            size = answers.get(blob, "")
+            known[blob] = int(size) if size.isdigit() else None
+    return known
+
+
+def _sized(changes, rules):
+    """The added files of ``changes`` whose size is checked here."""
+    added = [c for c in changes if c[0] == "A"]
+    if rules.sized_only:
+        added = [c for c in added if in_run(c[3], rules.prefix).startswith(rules.sized_only)]
+    return added
+
+
+def _check_sizes(git, changes, rules, sizes=None):
     if rules.sized_only:
         changes = [c for c in changes if in_run(c[3], rules.prefix).startswith(rules.sized_only)]
     blobs = [blob for _, _, blob, _ in changes]
     if not blobs:
         return ""
-    out = git.text("cat-file", "--batch-check=%(objectsize)", stdin="\n".join(blobs).encode())
+    sizes = blob_sizes(git, blobs, sizes)
     per_run = {}
-    for size, (_, _, _, path) in zip(out.split(), changes):
-        if not size.isdigit():
+    for blob, (_, _, _, path) in zip(blobs, changes):
+        size = sizes.get(blob)
+        if size is None:
             return f"{_shown(path)}: its content is missing"
         where = _run_of(path, rules.prefix)
         if isinstance(where, str):
