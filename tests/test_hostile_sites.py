@@ -227,7 +227,18 @@ def _resigned(clone, signature):
     its ``gpgsig`` header by hand, as a site with plain git and ssh-keygen can, and push;
     ``signature`` may give whole header lines (starting ``gpgsig``) instead."""
     git(clone, "add", "-A")
-    git(clone, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-q", "--no-gpg-sign", "-m", "r")
+    git(
+        clone,
+        "-c",
+        "user.name=m",
+        "-c",
+        "user.email=m@m",
+        "commit",
+        "-q",
+        "--no-gpg-sign",
+        "-m",
+        "r",
+    )
     raw = git(clone, "cat-file", "commit", "HEAD").stdout
     head, _, message = raw.partition("\n\n")
     header = signature(raw)
@@ -257,7 +268,9 @@ def _ssh_sign(key, namespace):
 
 def malformed_signature(world, clone, m):
     write_tree(clone, run_files(world))
-    armor = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==not base64\n-----END SSH SIGNATURE-----"
+    armor = (
+        "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==not base64\n-----END SSH SIGNATURE-----"
+    )
     _resigned(clone, lambda payload: armor)
     return "bad signature"
 

@@ -33,6 +33,7 @@ sites trusted for it here, so a key trusted for one site cannot sign runs of ano
 
 import base64
 import calendar
+import functools
 import hashlib
 import json
 import os
@@ -272,6 +273,12 @@ class Git:
         if reader is not None:
             reader.close()
 
+    def twin(self):
+        """Another Git on the same repository, with a reader of its own (one per thread)."""
+        other = Git(self.git_dir)
+        other.config = list(self.config)
+        return other
+
     def kinds(self, shas):
         """{sha: type} of objects present, from one ``cat-file --batch-check``."""
         if not shas:
@@ -308,12 +315,22 @@ def check_range(git, old, new, rules, refused=frozenset()):
     # Every commit's changes against its parent from one git process (10,000 empty commits
     # cost one diff-tree); a commit after a refused one is read against the last accepted.
     changes = changes_of(git, [c[0] for c in commits if len(c) <= 2])
-    signatures = _signatures(git, spec, rules, [c[0] for c in commits], changes)
+    # The signatures are checked (ssh-keygen, one per core) while the trees are read: every
+    # commit's against its parent's, a few hundred commits at a time, and the sizes of what
+    # they add.
+    signer = git.twin()
+    with ThreadPoolExecutor(max_workers=1) as background:
+        signed = background.submit(
+            _signatures, signer, spec, rules, [c[0] for c in commits], changes
+        )
+        try:
+            trees = tree_reasons(git, [c for c in commits if len(c) <= 2])
+            found = [c for entries in changes.values() for c in _sized(entries, rules)]
+            sizes = blob_sizes(git, [c[2] for c in found])
+        finally:
+            signatures = signed.result()
+            signer.close()
     verdicts, base = [], old
-    # Likewise every commit's trees against its parent's, a few hundred commits at a time,
-    # and the sizes of what they add.
-    trees = tree_reasons(git, [c for c in commits if len(c) <= 2])
-    sizes = blob_sizes(git, [c[2] for found in changes.values() for c in _sized(found, rules)])
     changes = (changes, trees, sizes)
     try:
         return _judge(git, commits, signatures, refused, rules, verdicts, base, changes)
@@ -359,13 +376,13 @@ def changes_of(git, commits):
     if proc.returncode != 0:
         return {}
     found = {c: [] for c in commits}
-    tokens, current, i = proc.stdout.split(b"\0"), None, 0
+    tokens = proc.stdout.decode("utf-8", errors="surrogateescape").split("\0")
+    current, i = None, 0
     while i < len(tokens):
-        token = tokens[i].decode("utf-8", errors="surrogateescape")
+        token = tokens[i]
         if token.startswith(":") and current is not None and i + 1 < len(tokens):
             meta = token.lstrip(":").split()
-            path = tokens[i + 1].decode("utf-8", errors="surrogateescape")
-            found[current].append((meta[4][0], meta[1], meta[3], path))
+            found[current].append((meta[4][0], meta[1], meta[3], tokens[i + 1]))
             i += 2
             continue
         if token.strip() in found:
@@ -458,7 +475,9 @@ def _signer_hints(changes, rules, commits):
     for commit in commits:
         sites = set()
         for status, _, _, path in changes.get(commit, ()):
-            site = path[len(rules.prefix) :].split("/", 1)[0] if path.startswith(rules.prefix) else ""
+            site = (
+                path[len(rules.prefix) :].split("/", 1)[0] if path.startswith(rules.prefix) else ""
+            )
             if status == "A" and SITE_NAME.fullmatch(site) and ".." not in site:
                 sites.add(site)
         sites -= set(rules.unsigned_sites)
@@ -944,7 +963,14 @@ def _leaf_kinds(git, walks):
     # A blob a partial copy has not fetched is checked when it is (git checks every
     # object it receives); one that is here must be what its mode says.
     kinds = git.kinds(
-        sorted({sha for leaves, _ in walks for sha, _, _ in leaves if present is None or sha in present})
+        sorted(
+            {
+                sha
+                for leaves, _ in walks
+                for sha, _, _ in leaves
+                if present is None or sha in present
+            }
+        )
     )
     reasons = []
     for leaves, _ in walks:
@@ -1051,7 +1077,10 @@ def _not_a_run(path, prefix):
     return ""
 
 
+@functools.lru_cache(maxsize=2**16)
 def _bad_component(part):
+    """Why a path component no file system or git takes is refused ("" when it is fine);
+    remembered, since a run's names recur in every run of every night."""
     if part in ("", ".", ".."):
         return f"path component {part!r}"
     if part.lower().rstrip(". ") in (".git", "git~1") or part.lower() == ".gitmodules":
