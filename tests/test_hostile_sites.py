@@ -1267,3 +1267,89 @@ def test_the_store_indexes_other_sites_runs_from_git_once_and_refuses_hostile_on
     with beta.act():
         expected = len(list(store.figures.rows_of_run(load_run(TEMPLATE), job_wall=True)))
     assert count == expected > 0
+
+
+def _keypair(tmp_path, name):
+    key = tmp_path / name
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True
+    )
+    return key, (tmp_path / f"{name}.pub").read_text().split()[:2]
+
+
+def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
+    """verify.ssh_verified (one ``ssh-keygen -Y verify -I <site>`` per commit, the site a
+    commit adds runs of) says good only where git's own check (``%G?``/``%GK``, two
+    ssh-keygen per commit) says G with the same key, and for a good signature it does say
+    so (the fast path is taken, not skipped): a commit signed by the site's key; by another
+    site's key, an unknown key, a key past its valid-before or before its valid-after at
+    the commit's time; under the namespace ``file``; with a malformed or doubled
+    ``gpgsig``; and unsigned."""
+    from sitebench.results import verify
+
+    bare = tmp_path / "r.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    keys = {name: _keypair(tmp_path, name) for name in ("alpha", "beta", "old", "new", "eve")}
+    committed = 1767225600  # 2026-01-01T00:00:00Z
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(
+        f"alpha {' '.join(keys['alpha'][1])}\n"
+        f"beta {' '.join(keys['beta'][1])}\n"
+        f'gamma valid-before="20251201000000Z" {" ".join(keys["old"][1])}\n'
+        f'delta valid-after="20260201000000Z" {" ".join(keys["new"][1])}\n'
+    )
+    tree = subprocess.run(
+        ["git", "--git-dir", str(bare), "mktree"], input="", capture_output=True, text=True
+    ).stdout.strip()
+
+    def commit(site, header=None):
+        payload = (
+            f"tree {tree}\nauthor a <a@a> {committed} +0000\n"
+            f"committer a <a@a> {committed} +0000\n\nresults: {site}: 1 run\n"
+        )
+        text = payload
+        if header:
+            head, _, message = payload.partition("\n\n")
+            text = f"{head}\n{header(payload)}\n\n{message}"
+        sha = subprocess.run(
+            ["git", "--git-dir", str(bare), "hash-object", "-t", "commit", "-w", "--stdin"],
+            input=text,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        return sha, site
+
+    def signed(key, namespace="git", twice=False):
+        def header(payload):
+            armor = _ssh_sign(key, namespace)(payload)
+            return "\n".join([_gpgsig(armor)] * (2 if twice else 1))
+
+        return header
+
+    broken = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==\n-----END SSH SIGNATURE-----"
+    cases = {
+        "own key": commit("alpha", signed(keys["alpha"][0])),
+        "another site's key": commit("alpha", signed(keys["beta"][0])),
+        "unknown key": commit("alpha", signed(keys["eve"][0])),
+        "past valid-before": commit("gamma", signed(keys["old"][0])),
+        "before valid-after": commit("delta", signed(keys["new"][0])),
+        "namespace file": commit("alpha", signed(keys["alpha"][0], "file")),
+        "two gpgsig": commit("alpha", signed(keys["alpha"][0], twice=True)),
+        "malformed": commit("alpha", lambda payload: _gpgsig(broken)),
+        "unsigned": commit("alpha"),
+    }
+    rules = verify.Rules(allowed_signers=str(signers))
+    repo = verify.Git(bare)
+    fast = verify.ssh_verified(repo, rules, dict(cases.values()))
+    logged = verify._logged(repo, rules, [sha for sha, _ in cases.values()], verify=True)
+    seen = {name: (logged[sha][:2], fast.get(sha)) for name, (sha, _) in cases.items()}
+    for name, ((status, key), found) in seen.items():
+        if found:
+            assert (status, key) == ("G", found[0]) and found[1] == committed, (name, seen)
+    assert [name for name, (_, found) in seen.items() if found] == ["own key"], seen
+    assert seen["own key"][0][0] == "G" and seen["another site's key"][0][0] == "G", seen
+    assert {seen[n][0][0] for n in ("unknown key", "past valid-before", "before valid-after")} == {
+        "U"
+    }, seen
+    assert seen["namespace file"][0][0] == "B" and seen["unsigned"][0][0] == "N", seen
