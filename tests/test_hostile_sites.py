@@ -218,6 +218,11 @@ def bad_signature(world, clone, m):
     return "bad signature"
 
 
+BROKEN_ARMOR = (
+    "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==not base64\n-----END SSH SIGNATURE-----"
+)
+
+
 def _gpgsig(armor):
     return "gpgsig " + "\n ".join(armor.strip("\n").split("\n"))
 
@@ -268,19 +273,16 @@ def _ssh_sign(key, namespace):
 
 def malformed_signature(world, clone, m):
     write_tree(clone, run_files(world))
-    armor = (
-        "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==not base64\n-----END SSH SIGNATURE-----"
-    )
-    _resigned(clone, lambda payload: armor)
+    _resigned(clone, lambda payload: BROKEN_ARMOR)
     return "bad signature"
 
 
 def two_signatures(world, clone, m):
-    """mallory's good signature of its own run, and a second ``gpgsig`` header git reads as
-    part of the signature: not what git verifies, however good the first is."""
+    """Two ``gpgsig`` headers, a malformed one, then mallory's good signature of its own
+    run: git reads them as one signature (the first block), never the good one alone."""
     write_tree(clone, run_files(world))
     good = _ssh_sign(m.key, "git")
-    _resigned(clone, lambda payload: _gpgsig(good(payload)) + "\n" + _gpgsig(good(payload)))
+    _resigned(clone, lambda payload: _gpgsig(BROKEN_ARMOR) + "\n" + _gpgsig(good(payload)))
     return "bad signature"
 
 
@@ -1327,7 +1329,6 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
 
         return header
 
-    broken = "-----BEGIN SSH SIGNATURE-----\nU1NIU0lHAAAAAQ==\n-----END SSH SIGNATURE-----"
     cases = {
         "own key": commit("alpha", signed(keys["alpha"][0])),
         "another site's key": commit("alpha", signed(keys["beta"][0])),
@@ -1336,7 +1337,7 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
         "before valid-after": commit("delta", signed(keys["new"][0])),
         "namespace file": commit("alpha", signed(keys["alpha"][0], "file")),
         "two gpgsig": commit("alpha", signed(keys["alpha"][0], twice=True)),
-        "malformed": commit("alpha", lambda payload: _gpgsig(broken)),
+        "malformed": commit("alpha", lambda payload: _gpgsig(BROKEN_ARMOR)),
         "unsigned": commit("alpha"),
     }
     rules = verify.Rules(allowed_signers=str(signers))
