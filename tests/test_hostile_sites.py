@@ -776,6 +776,8 @@ def test_with_the_tree_checks_off_a_run_no_file_system_holds_stops_nothing(tmp_p
     from sitebench.results import verify
 
     monkeypatch.setattr(verify, "_check_trees", lambda *args: "")
+    # and their reading of a whole range at once (each commit then checked on its own)
+    monkeypatch.setattr(verify, "tree_reasons", lambda *args: {})
     world = _world(tmp_path, protected=False)
     alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
     pushed, _ = SECOND_ROUND[0](world, world.hostile_clone(), mallory)
