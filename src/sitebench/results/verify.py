@@ -417,7 +417,9 @@ def _signatures(git, spec, rules, commits=(), changes=None):
     for commit, (_, _, named, committed) in _logged(git, rules, list(good), False).items():
         found[commit] = ("G", good[commit][0], named, committed)
         if committed != good[commit][1]:
-            found[commit] = _logged(git, rules, [commit], verify=True)[commit]
+            # git reads another time than the committer line verified: git judges it.
+            found.pop(commit)
+            found.update(_logged(git, rules, [commit], verify=True))
     return found
 
 
