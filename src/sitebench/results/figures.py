@@ -44,6 +44,7 @@ import re
 
 import pandas as pd
 
+from sitebench.results.figures_file import LEGACY_PROBLEM_KEYS
 from sitebench.sites import host
 
 COLUMNS = [
@@ -72,16 +73,6 @@ COLUMNS = [
     "foreign_cores",
 ]
 
-#: The problem-size variables of the checks, for runs stored before they logged them.
-LEGACY_PROBLEM_KEYS = {
-    "HplCheck": ["n", "nb", "p", "q"],
-    "NpbCheck": ["npb_class"],
-    "StreamCheck": ["stream_array_size"],
-    "ParsecCheck": ["num_options", "frames", "fluid_input"],
-    "SysbenchCheck": ["table_size", "tables"],
-    "OsuLatencyCheck": ["min_size", "max_size"],
-    "OsuBandwidthCheck": ["min_size", "max_size"],
-}
 #: Sites whose runs are per host when the run does not say (this machine, alone or through
 #: its private Slurm cluster).
 HOST_SITES = {"local", "local-slurm"}
