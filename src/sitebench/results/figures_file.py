@@ -82,7 +82,11 @@ def _named_keys(case, field):
 def _case(case):
     if not isinstance(case, dict):
         return case  # kept as it is: the readers skip what is not a case, as in the report
-    wanted = [*CASE_FIELDS, *_named_keys(case, "reference_keys"), *_named_keys(case, "problem_keys")]
+    wanted = [
+        *CASE_FIELDS,
+        *_named_keys(case, "reference_keys"),
+        *_named_keys(case, "problem_keys"),
+    ]
     kept = {key: case[key] for key in wanted if key in case}
     env = case.get("env_vars")
     if isinstance(env, dict):
