@@ -38,7 +38,9 @@ SESSION_FIELDS = (
     "num_cases",
     "num_failures",
     "time_end",
+    "time_end_unix",
     "time_start",
+    "time_start_unix",
     "uuid",
     "version",
 )
