@@ -1356,3 +1356,136 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
         "U"
     }, seen
     assert seen["namespace file"][0][0] == "B" and seen["unsigned"][0][0] == "N", seen
+
+
+# -- figures.json: what every site takes of a run, audited against its report by show -------
+
+
+def _figures_of(doc):
+    from sitebench.results import figures_file
+
+    return figures_file.encode(figures_file.derive(doc))
+
+
+def test_a_run_travels_as_its_figures_and_show_brings_back_its_report(world):
+    """A run holding figures.json: a pull takes it and the provenance, never report.json
+    nor perflogs/ (bulk, as output/); the store indexes from it the figures the full report
+    gives; show writes the run back byte for byte (the figures pass the audit)."""
+    from sitebench.results import figures, figures_file, store
+    from sitebench.results.rundirs import load_run
+
+    alpha, beta = world.site("alpha"), world.site("beta")
+    run = alpha.new_run()
+    figures_file.write(alpha.results / "alpha" / run)
+    assert alpha.publish().published and beta.pull().new == [("alpha", [run])]
+    copy = world.tmp / "alpha-copy"
+    git(world.tmp, "clone", "-q", str(world.bare), str(copy))
+    taken = {p: _blob(copy, f"alpha/{run}/{p}") for p in tree_bytes(TEMPLATE)}
+    taken["figures.json"] = _blob(copy, f"alpha/{run}/figures.json")
+    absent = {path for path, blob in taken.items() if _absent(beta, blob)}
+    assert "report.json" in absent and "figures.json" not in absent
+    assert any(p.startswith("perflogs/") for p in absent)
+    assert not any(p.startswith("provenance/") for p in absent)
+    expected = {
+        (r["check"], r["params"], r["environ"], r["figure"], r["value"])
+        for r in figures.rows_of_run(load_run(TEMPLATE), job_wall=True)
+    }
+    with beta.act():
+        assert store.refresh_all() == {"alpha": 1}
+        got = store.connect(sites=["alpha"]).sql(
+            'SELECT "check", params, environ, figure, value FROM figures'
+        )
+        assert set(got.fetchall()) == expected and expected
+    assert tree_bytes(beta.show("alpha", run)) == tree_bytes(alpha.results / "alpha" / run)
+
+
+def _forged_value(doc):
+    figures = json.loads(_figures_of(doc))
+    for case in figures["runs"][0]["testcases"]:
+        for entry in (case.get("perfvalues") or {}).values():
+            entry[0] = entry[0] * 10  # ten times what the report measured
+    return {"figures.json": json.dumps(figures).encode()}
+
+
+def _without_report(doc):
+    return {"figures.json": _figures_of(doc), "report.json": None}
+
+
+def _garbage_report(doc):
+    return {"figures.json": _figures_of(doc), "report.json": b"\xff\xfe{not json"}
+
+
+@pytest.mark.parametrize(
+    "forge, expected",
+    [
+        (_forged_value, r"case '[^']+': perfvalues differ\(s\) from report.json"),
+        (_without_report, "it has no report.json to back its figures.json"),
+        (_garbage_report, "its report.json is not JSON"),
+    ],
+    ids=["figures_its_report_does_not_hold", "no_report", "report_not_json"],
+)
+def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expected):
+    """mallory signs a figures.json its report.json does not hold (or has no readable
+    report): its figures arrive (a pull never fetches the report), and show, which fetches
+    the report, refuses the run naming it, writing nothing."""
+    from sitebench.results import store
+
+    beta = world.site("beta")
+    clone = world.hostile_clone()
+    files = run_files(world)
+    for name, data in forge(json.loads((TEMPLATE / "report.json").read_text())).items():
+        if data is None:
+            del files[f"mallory/{RUN}/{name}"]
+        else:
+            files[f"mallory/{RUN}/{name}"] = ("100644", data)
+    write_tree(clone, files)
+    assert world.push_as(clone, "results: mallory", key=world.site("mallory").key).returncode == 0
+    pulled = beta.pull()
+    assert pulled.refused == [] and ("mallory", [RUN]) in pulled.new, pulled
+    with beta.act():
+        assert store.refresh_all()["mallory"] == 1
+    with pytest.raises(SitebenchError, match=expected) as err:
+        beta.show("mallory", RUN)
+    message = str(err.value)
+    assert f"mallory/{RUN}: the figures every site took of it are not what its report" in message
+    assert "nothing written" in message and "do not trust its figures" in err.value.fix
+    assert not (beta.results / "mallory" / RUN).exists()
+    assert not list((beta.results / "mallory").glob(".incoming-*"))
+
+
+def test_a_figures_json_over_the_caps_is_refused(world, monkeypatch):
+    """figures.json is sized as the report is: over the store's report cap the store names
+    the run on one line and indexes the others; over the exchange's per-file cap a pull
+    refuses the commit (the file is fetched with the provenance, so sized there)."""
+    from sitebench.results import figures_file, store
+
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    run = alpha.new_run()
+    figures_file.write(alpha.results / "alpha" / run)
+    files = run_files(world)
+    doc = json.loads((TEMPLATE / "report.json").read_text())
+    files[f"mallory/{RUN}/figures.json"] = ("100644", _figures_of(doc))
+    clone = world.hostile_clone()
+    write_tree(clone, files)
+    world.push_as(clone, "results: mallory", key=mallory.key)
+    assert alpha.publish().published
+    assert sorted(beta.pull().new) == [("alpha", [run]), ("mallory", [RUN])]
+    size = (alpha.results / "alpha" / run / "figures.json").stat().st_size
+    monkeypatch.setenv("SITEBENCH_MAX_REPORT_BYTES", str(size - 1))
+    said = []
+    with beta.act():
+        assert store.refresh_all(warn=said.append) == {"alpha": 0, "mallory": 0}
+    assert len(said) == 2 and all("figures.json is" in s and "over the" in s for s in said), said
+    monkeypatch.setenv("SITEBENCH_MAX_REPORT_BYTES", str(size))
+    with beta.act():
+        assert store.refresh_all(warn=said.append) == {"alpha": 1, "mallory": 1}
+    other = "20261126T020202Z-h0st1l"
+    big = {f"mallory/{other}/figures.json": ("100644", b" " * 300_000 + b"{}")}
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, run=other, extra=big))
+    world.push_as(clone, "results: mallory", key=mallory.key)
+    pulled = beta.pull()
+    assert pulled.new == [] and len(pulled.refused) == 1, pulled
+    assert f'{other}/figures.json" is 300002 bytes, over the cap of 200000 per file' in (
+        pulled.refused[0]
+    )

@@ -1,9 +1,11 @@
 """Write one run of another site whole into results/<site>/<run>/, outputs and all. A pull
-takes only what comparison needs of another site's run (its report, provenance and
-perflogs); the rest stays in the results repository until asked for here. The run is the
-one accepted by this site's pull (verified then), fetched by its tree's id (git checks every
-object's hash), size caps checked before a byte is written, written aside and renamed, never
-over a run already here."""
+takes only what comparison needs of another site's run (its figures.json and provenance; the
+report and perflogs of a run published without figures.json); the rest stays in the results
+repository until asked for here. The run is the one accepted by this site's pull (verified
+then), fetched by its tree's id (git checks every object's hash), size caps checked before a
+byte is written, its figures.json checked against its own report.json (a run whose figures
+its report does not hold is refused), written aside and renamed, never over a run already
+here."""
 
 section = "exchange"
 

@@ -26,7 +26,8 @@ import time
 
 from sitebench.common import paths
 from sitebench.perf import federation
-from sitebench.results import compare, exchange, figures, propose, regress, rundirs, runfiles
+from sitebench.results import compare, exchange, figures, figures_file, propose, regress, rundirs
+from sitebench.results import runfiles
 from sitebench.results import store
 
 NIGHTS = 1825
@@ -66,7 +67,8 @@ class Nights:
         self.moves = _real_moves()
 
     def files_of(self, night, index):
-        """{relative: bytes} of the indexed files of site ``index``'s run of ``night``."""
+        """{relative: bytes} of the indexed files of site ``index``'s run of ``night`` (its
+        figures.json in place of its report)."""
         run = federation.run_name(night, index)
         rng = random.Random(night * 1000003 + index)
         for holder, key, value in self.values:
@@ -74,8 +76,11 @@ class Nights:
         stamp = run.split("-")[0][:-1] + "+0000"
         self.report["session_info"]["time_start"] = stamp
         self.report["session_info"]["time_end"] = stamp
-        report = json.dumps(self.report).encode()
-        files = {**self.files, rundirs.REPORT: report}
+        # What every site takes of a run: its figures.json, made as a stored run's is.
+        files = {
+            **{rel: data for rel, data in self.files.items() if rel != rundirs.REPORT},
+            rundirs.FIGURES: figures_file.encode(figures_file.derive(self.report)),
+        }
         return run, {
             rel: data.replace(self.name.encode(), run.encode()) for rel, data in files.items()
         }

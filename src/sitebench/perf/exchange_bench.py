@@ -131,7 +131,7 @@ def real_growth(base, names):
 def prepare(base, tmpl, sites, nights, keys, progress):
     """The shared repository of ``sites`` x ``nights``, made once and kept."""
     marker = base / "made.json"
-    want = {"sites": sites, "nights": nights, "input": list(tmpl.names), "format": 4}
+    want = {"sites": sites, "nights": nights, "input": list(tmpl.names), "format": 5}
     if marker.is_file() and json.loads(marker.read_text()).get("params") == want:
         return json.loads(marker.read_text())
     shutil.rmtree(base / "shared.git", ignore_errors=True)

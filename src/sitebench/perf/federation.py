@@ -21,6 +21,7 @@ what stays is what stayed: what git's packing and every reader see is a real run
 import datetime
 import hashlib
 import io
+import json
 import os
 import random
 import re
@@ -33,6 +34,7 @@ from pathlib import Path
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
+from sitebench.results import figures_file
 
 #: The kept inputs; ``$SITEBENCH_PERF_INPUTS`` names another folder (another input measured
 #: without replacing the kept one).
@@ -94,14 +96,14 @@ def keep_inputs(*runs):
 
 def run_files(name):
     """{relative path: bytes} of the kept input run ``name`` (or of a run committed under
-    ``results/local/``, the calibration pair's)."""
+    ``results/local/``, the calibration pair's), without its ``figures.json``."""
     path = INPUTS / f"{name}.tar.gz"
     committed = CALIBRATION_DIR / name
     if not path.is_file() and committed.is_dir():
         return {
             p.relative_to(committed).as_posix(): p.read_bytes()
             for p in sorted(committed.rglob("*"))
-            if p.is_file() and not p.is_symlink()
+            if p.is_file() and not p.is_symlink() and p.name != figures_file.FIGURES_FILE
         }
     if not path.is_file():
         raise SitebenchError(
@@ -116,6 +118,8 @@ def run_files(name):
             top, _, rel = member.name.partition("/")
             if top == name and rel:
                 files[rel] = tar.extractfile(member).read()
+    # Made anew from each synthetic run's own report (:func:`synthetic_run`).
+    files.pop(figures_file.FIGURES_FILE, None)
     return files
 
 
@@ -380,10 +384,17 @@ def site_name(site):
 
 
 def synthetic_run(tmpl, night, site):
-    """[(rel, bytes)] of ``site``'s run of ``night``, the same bytes every time it is made."""
+    """[(rel, bytes)] of ``site``'s run of ``night``, the same bytes every time it is made:
+    the template's files in its order, then the ``figures.json`` its report gives, made by
+    the function a stored run's is made by (:func:`figures_file.derive`)."""
     name = run_name(night, site)
     rng = random.Random(night * 1000003 + site)
-    return name, [(rel, fill(value, name, rng)) for rel, value in tmpl.files]
+    files = [(rel, fill(value, name, rng)) for rel, value in tmpl.files]
+    report = dict(files).get(figures_file.REPORT_FILE)
+    if report is not None:
+        derived = figures_file.derive(json.loads(report))
+        files.append((figures_file.FIGURES_FILE, figures_file.encode(derived)))
+    return name, files
 
 
 def write_run(tmpl, night, site, parent):
@@ -414,9 +425,11 @@ def fast_import(bare, tmpl, nights, sites):
             out.write(b"blob\nmark :%d\ndata %d\n" % (mark, len(value)) + value + b"\n")
     for night in nights:
         made = [synthetic_run(tmpl, night, site) for site in sites]
+        # The template's files, then those made per run (figures.json): constant or not.
+        rels = [rel for rel, _ in made[0][1]] if made else []
         marks = {}
-        for k, (rel, value) in enumerate(tmpl.files):
-            if isinstance(value, bytes):
+        for k, rel in enumerate(rels):
+            if rel in constant:
                 continue
             for s, (_name, files) in enumerate(made):
                 mark += 1
@@ -426,9 +439,9 @@ def fast_import(bare, tmpl, nights, sites):
         for s, site in enumerate(sites):
             name, _files = made[s]
             lines = []
-            for k, (rel, value) in enumerate(tmpl.files):
+            for k, rel in enumerate(rels):
                 path = f"{site_name(site)}/{name}/{rel}".encode()
-                used = constant[rel] if isinstance(value, bytes) else marks[s, k]
+                used = constant[rel] if rel in constant else marks[s, k]
                 lines.append(b"M 100644 :%d %s\n" % (used, path))
             msg = f"results: {site_name(site)}: 1 run ({name})\n".encode()
             out.write(b"commit refs/heads/main\n")

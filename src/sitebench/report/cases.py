@@ -1,7 +1,8 @@
 """What the report needs of a run's test cases beyond its figures: thread and rank counts,
 the concrete Spack spec and where the case's output was stored.
 
-Read from the run's own ``report.json``: the store keeps figures, not these. A case is keyed
+Read from the run's ``figures.json`` (or its ``report.json`` where it has none): the store
+keeps figures, not these. A case is keyed
 like a figure row (partition, environ, check, params), so the two join.
 """
 

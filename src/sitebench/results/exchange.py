@@ -41,7 +41,8 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import limits, quarantine, registry, trust, verify
+from sitebench.results import figures_file, limits, quarantine, registry, trust, verify
+from sitebench.results.figures_file import FIGURES_FILE
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
 
@@ -54,7 +55,7 @@ RESTORE_HINT = (
 ACCEPTED = "refs/sitebench/accepted"
 FETCHED = "refs/sitebench/fetched"
 #: The remote as git's partial clone knows it: commits and trees arrive, blobs only when
-#: asked for (:meth:`Exchange.fetch_index_blobs`, :meth:`Exchange.materialise`).
+#: asked for (:meth:`Exchange.index_blobs`, :meth:`Exchange.materialise`).
 PROMISOR = "sitebench"
 #: What a local remote's upload-pack is told, so it serves the blob filter and blobs by id
 #: (``exchange init-remote`` sets both in the repositories it makes).
@@ -68,9 +69,13 @@ NO_LAZY_FETCH = ("-c", "protocol.allow=never")
 #: accepted, the commit that added it), appended when commits are accepted: the tip's tree
 #: may hold a refused commit's change to an accepted run, the run's own tree never.
 RUNS_LOG = "sitebench-runs"
-#: The files of a run every site takes (the store's index, what a figure is audited with);
-#: the rest (``output/``) stays on the remote until ``./sitebench show`` asks for it.
-INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
+#: The files of a run every site takes: what comparison reads of ReFrame's report
+#: (``figures.json``, :mod:`.figures_file`) and the provenance. The rest (``report.json``,
+#: ``perflogs/``, ``output/``) stays on the remote until ``./sitebench show`` asks for it,
+#: which audits the figures taken against the report (:func:`audit_figures`).
+INDEX_PATHS = ("figures.json", "provenance/")
+#: What every site takes of a run published without ``figures.json`` (before 2026-11-28).
+OLDER_INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
 #: Where a restore records on the remote the rewritten tip it replaced.
@@ -262,22 +267,37 @@ class Exchange:
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
         )
 
-    def fetch_index_blobs(self, tip, accepted, prefix):
-        """Fetch in one go the blobs every run of ``accepted..tip`` adds under
-        :data:`INDEX_PATHS` (what verification sizes and the store reads); git's client
-        asks only for those it lacks. The rest of a run (its bulk) stays on the remote."""
-        args = ["log", "--raw", "--no-abbrev", "-r", "-z", "--no-renames", "--format=", tip]
-        args += ["--not", accepted] if accepted else []
-        raw = self.read(*args).stdout.split(b"\0")
-        wanted = set()
-        for i in range(0, len(raw) - 1, 2):
-            meta = raw[i].decode(errors="replace").strip().lstrip(":").split()
-            path = raw[i + 1].decode("utf-8", errors="surrogateescape")
+    def index_blobs(self, tip, accepted, prefix):
+        """{(path, blob)} of the files every run of ``accepted..tip`` adds under
+        :func:`index_paths` (what verification sizes and the store reads) and of the
+        registry: what a pull fetches. The rest of a run (its bulk) stays on the remote."""
+        # Each commit's additions, run by run: what a run holds is judged in the commit
+        # that adds it (a later commit adding to it is refused, and takes nothing along).
+        args = ["log", "--raw", "--no-abbrev", "-r", "-z", "--no-renames", "--format=%x01%H"]
+        args += [tip, "--not", accepted] if accepted else [tip]
+        raw = iter(self.read(*args).stdout.split(b"\0"))
+        added, wanted, commit = {}, set(), ""
+        for token in raw:
+            if token.startswith(b"\x01"):
+                commit = token[1:].decode()
+                continue
+            meta = token.decode(errors="replace").strip().lstrip(":").split()
+            path = next(raw, b"").decode("utf-8", errors="surrogateescape")
             if len(meta) >= 5 and meta[1] in verify.REGULAR_MODES:
-                if verify.in_run(path, prefix).startswith(INDEX_PATHS):
-                    wanted.add(meta[3])
+                inside = verify.in_run(path, prefix)
+                if inside:
+                    run = (commit, path[: len(path) - len(inside)])
+                    added.setdefault(run, []).append((inside, path, meta[3]))
                 elif path == verify.REGISTRY_FILE:
-                    wanted.add(meta[3])  # verified against the registry before it
+                    wanted.add((path, meta[3]))  # verified against the registry before it
+        for files in added.values():
+            taken = index_paths(inside for inside, _, _ in files)
+            wanted.update((path, blob) for inside, path, blob in files if inside.startswith(taken))
+        return wanted
+
+    def fetch_index_blobs(self, wanted):
+        """Fetch in one go the blobs :meth:`index_blobs` names; git's client asks only for
+        those it lacks."""
         if wanted:
             self.git(
                 "-c",
@@ -288,7 +308,7 @@ class Exchange:
                 "--filter=blob:none",
                 PROMISOR,
                 "--stdin",
-                stdin="".join(f"{oid}\n" for oid in sorted(wanted)),
+                stdin="".join(f"{oid}\n" for oid in sorted({blob for _, blob in wanted})),
             )
 
     def accept(self, tip, rules):
@@ -312,13 +332,16 @@ class Exchange:
         ancestor = accepted is None or (
             self.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
         )
+        fetched = OLDER_INDEX_PATHS + INDEX_PATHS  # a rewrite: refused before any is sized
         if ancestor:
+            wanted = self.index_blobs(tip, accepted, rules.prefix)
+            fetched = frozenset(path for path, _ in wanted)
             try:
-                self.fetch_index_blobs(tip, accepted, rules.prefix)
+                self.fetch_index_blobs(wanted)
             except GitFailed:
                 pass  # a blob not served: its commit is refused ("its content is missing")
         # A remote that ignored the filter sent every blob: all are sized, as before.
-        rules.sized_only = () if pulled.whole else INDEX_PATHS
+        rules.sized_only = () if pulled.whole else fetched
         git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
         refused_before = self._quarantined_commits()
         verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
@@ -545,6 +568,7 @@ class Exchange:
         self._judge_total(tree, files, rules, f"{site}/{run}")
         self._fetch_run(tree, rules, f"{site}/{run}")
         self._check_run_sizes(tree, files, rules, f"{site}/{run}")
+        self._audit_figures(files, f"{site}/{run}")
         site_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".incoming-show-{run}-", dir=site_dir))
         try:
@@ -564,6 +588,31 @@ class Exchange:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
         return dest
+
+    def _audit_figures(self, files, shown):
+        """Refuse a run whose ``figures.json`` (what every site took of it, and compares
+        with) is not what its own ``report.json`` holds (:func:`figures_file.audit`): its
+        site signed figures its report does not back. A run without one: nothing to audit."""
+        blobs = {rel: blob for rel, _, blob in files}
+        if FIGURES_FILE not in blobs:
+            return
+        why = figures_file.audit_bytes(
+            self._blob(blobs.get(figures_file.REPORT_FILE)), self._blob(blobs[FIGURES_FILE])
+        )
+        if why:
+            raise SitebenchError(
+                f"{shown}: the figures every site took of it are not what its report holds: "
+                f"{why}; nothing written",
+                f"its site signed a {FIGURES_FILE} its {figures_file.REPORT_FILE} does not "
+                "back: do not trust its figures, and tell its admins",
+            )
+
+    def _blob(self, blob):
+        """A blob's bytes (fetched by :meth:`_fetch_run`), None where there is none."""
+        if blob is None:
+            return None
+        out = self.read("cat-file", "blob", blob)
+        return out.stdout if out.returncode == 0 else None
 
     def _missing(self, tree):
         """The blobs of a tree this copy does not hold (asked without fetching them)."""
@@ -806,6 +855,12 @@ class Exchange:
 #: How a remote words a push that lost a race with another site's: tried again after a
 #: fetch (a plain "[rejected]" non-fast-forward is tried again too).
 _RACES = ("cannot lock ref", "failed to update ref", "incorrect old value")
+
+
+def index_paths(files):
+    """What every site takes of a run holding ``files`` (its paths inside the run):
+    :data:`INDEX_PATHS`, or :data:`OLDER_INDEX_PATHS` for a run without ``figures.json``."""
+    return INDEX_PATHS if FIGURES_FILE in set(files) else OLDER_INDEX_PATHS
 
 
 def _refused_for_good(text):

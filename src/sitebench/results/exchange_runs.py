@@ -5,8 +5,10 @@ regressions, references and the report need of it (``report.json``,
 ``provenance/provenance.json``, ``provenance/topology.json``) is read from the blobs of the
 run's tree as it was accepted (:meth:`sitebench.results.exchange.Exchange.accepted_runs`),
 with the refusals :func:`sitebench.results.rundirs.load_run` applies to files: size caps
-checked before a byte is read, JSON, depth, types. Two ``git cat-file`` calls read any number
-of runs (sizes, then the blobs within their caps); a tree is immutable, so its id is the
+checked before a byte is read, JSON, depth, types. A few ``git cat-file`` calls read any
+number of runs (sizes, those of ``report.json`` where a run has no ``figures.json``, then the
+blobs within their caps: a run's report is never asked for when it has its figures, as it
+is not fetched); a tree is immutable, so its id is the
 run's identity and nothing is ever ``lstat``-ed. Git never fetches here
 (:data:`~sitebench.results.exchange.NO_LAZY_FETCH`): the blobs were fetched and verified by
 the pull that accepted the run.
@@ -16,7 +18,7 @@ from pathlib import Path
 
 from sitebench.results import runfiles
 from sitebench.results.exchange import NO_LAZY_FETCH, Exchange
-from sitebench.results.rundirs import INDEXED_FILES, REPORT, BadRun, parse_run
+from sitebench.results.rundirs import FIGURES, INDEXED_FILES, REPORT, BadRun, parse_run
 from sitebench.results.verify import BatchReader
 
 
@@ -24,19 +26,31 @@ class Unread(Exception):
     """The copy could not give a run's files (not a fault of the run: tried again)."""
 
 
+#: What is read of every run; ``report.json`` only of those without ``figures.json``.
+FIRST = tuple(rel for rel in INDEXED_FILES if rel != REPORT)
+
+
 def _caps():
     return {
-        rel: (runfiles.report_cap() if rel == REPORT else runfiles.file_cap())
+        rel: (runfiles.report_cap() if rel in (REPORT, FIGURES) else runfiles.file_cap())
         for rel in INDEXED_FILES
     }
 
 
 def _sizes(ex, trees):
     """({(tree, relative): (blob id, or the UnsafeFile saying why not)}) of the indexed files
-    of ``trees``, from one ``cat-file --batch-check``: every cap is checked here, before a
-    byte of any file is read. Unread when git cannot read the copy."""
+    of ``trees`` (:func:`_sized`), ``report.json`` only of a run without ``figures.json``."""
+    found = _sized(ex, [(tree, rel) for tree in trees for rel in FIRST])
+    older = [t for t in trees if isinstance(found[t, FIGURES], runfiles.MissingFile)]
+    found.update(_sized(ex, [(tree, REPORT) for tree in older]))
+    return found
+
+
+def _sized(ex, wanted):
+    """:func:`_sizes` of [(tree, relative)] from one ``cat-file --batch-check``: every cap is
+    checked here, before a byte of any file is read. Unread when git cannot read the copy."""
     caps = _caps()
-    names = [f"{tree}:{rel}" for tree in trees for rel in INDEXED_FILES]
+    names = [f"{tree}:{rel}" for tree, rel in wanted]
     if not names:
         return {}
     check = ex.read("cat-file", "--batch-check", stdin="".join(n + "\n" for n in names).encode())
@@ -113,6 +127,8 @@ def _one(results_root, entry, sizes, reader):
     site, run, tree, _commit = entry
     blobs = {}
     for rel in INDEXED_FILES:
+        if (tree, rel) not in sizes:
+            continue  # report.json of a run with figures.json: never read
         found = sizes[tree, rel]
         if isinstance(found, str):
             try:
@@ -120,11 +136,12 @@ def _one(results_root, entry, sizes, reader):
             except Unread as err:
                 found = err
         blobs[rel] = found
-    if isinstance(blobs[REPORT], Unread):
-        return blobs[REPORT]
+    for rel in (FIGURES, REPORT):
+        if isinstance(blobs.get(rel), Unread):
+            return blobs[rel]
 
     def read(relative, limit):
-        data = blobs[relative]
+        data = blobs.get(relative, runfiles.MissingFile(f"no {relative}"))
         if isinstance(data, Exception):
             raise data
         if len(data) > limit:

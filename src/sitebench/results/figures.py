@@ -44,6 +44,7 @@ import re
 
 import pandas as pd
 
+from sitebench.results.figures_file import LEGACY_PROBLEM_KEYS
 from sitebench.sites import host
 
 COLUMNS = [
@@ -72,22 +73,15 @@ COLUMNS = [
     "foreign_cores",
 ]
 
-#: The problem-size variables of the checks, for runs stored before they logged them.
-LEGACY_PROBLEM_KEYS = {
-    "HplCheck": ["n", "nb", "p", "q"],
-    "NpbCheck": ["npb_class"],
-    "StreamCheck": ["stream_array_size"],
-    "ParsecCheck": ["num_options", "frames", "fluid_input"],
-    "SysbenchCheck": ["table_size", "tables"],
-    "OsuLatencyCheck": ["min_size", "max_size"],
-    "OsuBandwidthCheck": ["min_size", "max_size"],
-}
 #: Sites whose runs are per host when the run does not say (this machine, alone or through
 #: its private Slurm cluster).
 HOST_SITES = {"local", "local-slurm"}
 _ARRAY_SIZE = re.compile(r"\bstream_array_size=(\d+)")
 
 _PARAM = re.compile(r"%(\w+)=(\S+)")
+#: json.dumps(value, sort_keys=True), without making an encoder per call (a run's refresh
+#: encodes four values per case: a third of the time of its figure rows).
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
 
 
 def _case_vars(case, params):
@@ -100,7 +94,7 @@ def _case_vars(case, params):
             or case.get(key) is None
         ):
             values[key] = case.get(key)
-    return json.dumps(values, sort_keys=True)
+    return _sorted_json(values)
 
 
 def _foreign_cores(case):
@@ -123,7 +117,7 @@ def problem_of(case, check):
             found = _ARRAY_SIZE.search(spec if isinstance(spec, str) else "")
             value = int(found.group(1)) if found else None
         values[key] = value if isinstance(value, (str, int, float, bool)) else None
-    return json.dumps(values, sort_keys=True)
+    return _sorted_json(values)
 
 
 def shown_problem(problem):

@@ -80,8 +80,7 @@ def _sizes(git_dir, blobs):
 
 def _fetched(path, prefix, sized_only):
     """Whether a pull fetched this file (all do when ``sized_only`` is empty)."""
-    inside = path[len(prefix) :].split("/", 2)[-1]
-    return not sized_only or inside.startswith(tuple(sized_only))
+    return verify.sized(path, prefix, sized_only)
 
 
 def additions(git_dir, verdicts, prefix, sized_only=()):

@@ -14,12 +14,14 @@ from pathlib import Path
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
+from sitebench.results import figures_file
 from sitebench.results.rundirs import Incoming, copy_into, keep_case_files, report_cases
 from sitebench.run import count_settings, provenance, runner
 
 
 def store(incoming, work, report, write_provenance):
-    """ReFrame's output and the provenance into the run, then the run committed.
+    """ReFrame's output, the figures of its report and the provenance into the run, then
+    the run committed.
 
     A write that fails (a full disk) leaves no visible run: the assembly stays hidden and
     marked, and the error says what to free; ReFrame's own output stays in ``work``.
@@ -30,6 +32,8 @@ def store(incoming, work, report, write_provenance):
         # One folder per case, whatever became of it: the stages ReFrame kept (failed
         # cases, fixtures it never cleaned up) go into their case's folder.
         keep_case_files(report, incoming.path)
+        # What every other site takes of the run, inside it: its signed commit covers it.
+        figures_file.write(incoming.path)
         write_provenance(incoming.path / "provenance")
         return incoming.commit()
     except OSError as err:

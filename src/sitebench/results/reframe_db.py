@@ -36,6 +36,7 @@ from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
 from sitebench.run.provenance import sitebench_checkout
+from sitebench.results import figures_file
 from sitebench.results.rundirs import PROVENANCE, REPORT, Incoming, run_dirs
 
 SOURCE = "reframe-db"
@@ -297,6 +298,7 @@ def _write_run(site, results_root, report, prov):
     try:
         # Laid out as ReFrame's --report-file (indent 2, final newline): the same bytes.
         (incoming.path / REPORT).write_text(json.dumps(report, indent=2) + "\n")
+        figures_file.write(incoming.path)
         (incoming.path / PROVENANCE).parent.mkdir()
         (incoming.path / PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
     except OSError as err:

@@ -33,7 +33,7 @@ from sitebench.results import exchange, limits, quarantine, trust, verify
 from sitebench.results.rundirs import run_dirs, site_dirs
 
 #: The top-level entries of a run that are its figures and provenance: never dropped.
-KEPT = ("report.json", "provenance", "perflogs")
+KEPT = ("figures.json", "report.json", "provenance", "perflogs")
 PRUNING = "pruning-"
 
 
@@ -209,11 +209,8 @@ def _same_as_history(ex, run_dir, tree):
             if listed.get(rel) != blob:
                 return f"{rel} is not in the exchange's history with these bytes"
     missing = ex._missing(tree)
-    lacking = [
-        rel
-        for rel, blob in listed.items()
-        if blob in missing and rel.startswith(exchange.INDEX_PATHS)
-    ]
+    taken = exchange.index_paths(listed)
+    lacking = [rel for rel, blob in listed.items() if blob in missing and rel.startswith(taken)]
     if lacking:
         return f"{lacking[0]} is not in the exchange copy here (its figures would be lost)"
     return ""

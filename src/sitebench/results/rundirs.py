@@ -1,8 +1,8 @@
 """The results store: ``results/<site>/<run>/``, written atomically, never overwritten.
 
-A run directory holds ReFrame's own JSON report (``report.json``), its
-perflogs (``perflogs/``), the benchmarks' output (``output/``) and the
-provenance (``provenance/``). It is assembled in a hidden ``.incoming-*``
+A run directory holds ReFrame's own JSON report (``report.json``), the part of it
+comparison reads (``figures.json``, :mod:`.figures_file`), its perflogs (``perflogs/``),
+the benchmarks' output (``output/``) and the provenance (``provenance/``). It is assembled in a hidden ``.incoming-*``
 directory beside its final place and renamed into place in one step, so a
 reader never sees half a run. The run name is the UTC start time plus a
 random suffix; two runs of one site in the same second get different names,
@@ -25,9 +25,11 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import runfiles
+from sitebench.results import figures_file, runfiles
 
-REPORT = "report.json"
+REPORT = figures_file.REPORT_FILE
+#: What the index reads of a run where it has one (runs stored before 2026-11-28: report.json).
+FIGURES = figures_file.FIGURES_FILE
 PROVENANCE = "provenance/provenance.json"
 TOPOLOGY = "provenance/topology.json"
 INCOMING = ".incoming-"
@@ -339,8 +341,9 @@ class BadRun(Exception):
     """A run directory that cannot be read; the message says why."""
 
 
-#: The files the store's index is made of (:func:`load_run` reads these and no other).
-INDEXED_FILES = (REPORT, PROVENANCE, TOPOLOGY)
+#: The files the store's index may be made of (:func:`load_run` reads these and no other):
+#: ``figures.json``, or ``report.json`` in a run that has none, with the provenance.
+INDEXED_FILES = (FIGURES, REPORT, PROVENANCE, TOPOLOGY)
 
 
 def load_run(path):
@@ -356,10 +359,11 @@ def load_run(path):
 
 
 def parse_run(site, name, path, read):
-    """A run from its three files as ``read(relative, limit)`` gives their bytes (a run's
+    """A run from its files as ``read(relative, limit)`` gives their bytes (a run's
     folder, or another site's blobs in git), with the same refusals whatever the source:
     caps, JSON, depth, types. ``path`` names the run in messages (and is where its other
-    files are, for a run on disk)."""
+    files are, for a run on disk). Its report is ``figures.json`` (ReFrame's report with
+    what comparison reads) where the run has one, else ``report.json`` (older runs)."""
     digests = {}
 
     def read_json(relative, limit=None):
@@ -367,14 +371,18 @@ def parse_run(site, name, path, read):
             read(relative, runfiles.file_cap() if limit is None else limit), relative, digests
         )
 
+    shown = FIGURES
     try:
-        report = read_json(REPORT, runfiles.report_cap())
+        try:
+            report = read_json(FIGURES, runfiles.report_cap())
+        except runfiles.MissingFile:
+            shown, report = REPORT, read_json(REPORT, runfiles.report_cap())
     except runfiles.MissingFile:
         raise BadRun(f"{path}: no {REPORT} (partial or foreign directory)") from None
     except runfiles.UnsafeFile as err:
         raise BadRun(f"{path}: {err}; not read") from None
     if not isinstance(report, dict) or not isinstance(report.get("runs"), list):
-        raise BadRun(f"{path}/{REPORT} is not a ReFrame run report (no list 'runs')")
+        raise BadRun(f"{path}/{shown} is not a ReFrame run report (no list 'runs')")
     try:
         provenance = read_json(PROVENANCE)
     except runfiles.UnsafeFile as err:

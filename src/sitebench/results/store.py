@@ -291,11 +291,11 @@ def one_line(message):
     return text if len(text) <= 400 else text[:397] + "..."
 
 
-def _signature(path):
+def _signature(path, files=INDEXED_FILES):
     """What the index of a run was made of: per file it read, (size, mtime_ns, ctime_ns,
     inode) or None where the file is absent, "unsafe: why" where it is not a plain file."""
     found = {}
-    for relative, st in runfiles.stats(path, INDEXED_FILES).items():
+    for relative, st in runfiles.stats(path, files).items():
         if isinstance(st, os.stat_result):
             found[relative] = [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
         else:
@@ -317,12 +317,14 @@ def _change(path, indexed):
     Cheap when nothing changed: one ``lstat`` per file read. A changed stat (a copy, a
     ``touch``, a ``chmod``) is checked against the content's hash, so only a change of
     content is reported."""
-    now = _signature(path)
+    # The files it was made of (report.json is not among them where figures.json was read).
+    files = [rel for rel in INDEXED_FILES if rel in indexed] or INDEXED_FILES
+    now = _signature(path, files)
     stats = {rel: e[:4] if isinstance(e, list) else e for rel, e in indexed.items()}
     if now == stats:
         return None, indexed
     changed = []
-    for relative in INDEXED_FILES:
+    for relative in files:
         before, after = indexed.get(relative), now.get(relative)
         if isinstance(after, list):
             digest = _digest(path, relative)
@@ -374,9 +376,11 @@ def _index_run(path, say):
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
         say(note)
+    # The files read, and those absent or refused (one appearing later is a change).
     signature = {
         rel: [*st, run.digests.get(rel)] if isinstance(st, list) else st
         for rel, st in before.items()
+        if rel in run.digests or not isinstance(st, list)
     }
     return rows, run_row, signature, note
 

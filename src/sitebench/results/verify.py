@@ -64,7 +64,7 @@ CLOCK_SKEW_S = 600
 LEFT_OUT = "Sitebench-Left-Out"
 #: What a run holds at its top (results/README.md): nothing else travels, so no
 #: ``sitecustomize.py``, ``*.pth`` or package a Python started in a run folder would import.
-RUN_TOP_FILES = ("report.json",)
+RUN_TOP_FILES = ("report.json", "figures.json")
 RUN_TOP_DIRS = ("perflogs", "output", "provenance", "failed-stage")
 #: The federation's registry of sites and keys: one OpenSSH allowed_signers file at the
 #: repository's top (a name no site can have: site names start with a letter or digit),
@@ -96,10 +96,11 @@ class Rules:
     unsigned_sites: frozenset = frozenset()
     allowed_signers: str = None
     now: float = None  # the time commits are bounded by (None: the clock's)
-    #: A partial copy sizes only a run's files under these paths (fetched to be verified);
-    #: the others (its bulk) stay on the remote, never fetched to be sized here, and are
-    #: sized when the run is written out. Empty: every file is sized.
-    sized_only: tuple = ()
+    #: A partial copy sizes only the files it fetched to be verified (:func:`sized`): their
+    #: paths in the repository (a set), or their starts inside a run (a tuple); the others
+    #: (a run's bulk) stay on the remote, never fetched to be sized here, and are sized
+    #: when the run is written out. Empty: every file is sized.
+    sized_only: tuple | frozenset = ()
     #: The host key's fingerprint this site (or the protected remote) pinned: a registry
     #: rooted in another key is refused. None: the registry's first commit names it.
     registry_host: str = None
@@ -1136,17 +1137,26 @@ def blob_sizes(git, blobs, known=None):
     return known
 
 
+def sized(path, prefix, sized_only):
+    """Whether a file a commit adds is sized here (:attr:`Rules.sized_only`)."""
+    if not sized_only:
+        return True
+    if isinstance(sized_only, (set, frozenset)):
+        return path in sized_only
+    return in_run(path, prefix).startswith(tuple(sized_only))
+
+
 def _sized(changes, rules):
     """The added files of ``changes`` whose size is checked here."""
     added = [c for c in changes if c[0] == "A"]
     if rules.sized_only:
-        added = [c for c in added if in_run(c[3], rules.prefix).startswith(rules.sized_only)]
+        added = [c for c in added if sized(c[3], rules.prefix, rules.sized_only)]
     return added
 
 
 def _check_sizes(git, changes, rules, sizes=None):
     if rules.sized_only:
-        changes = [c for c in changes if in_run(c[3], rules.prefix).startswith(rules.sized_only)]
+        changes = [c for c in changes if sized(c[3], rules.prefix, rules.sized_only)]
     blobs = [blob for _, _, blob, _ in changes]
     if not blobs:
         return ""
