@@ -288,58 +288,86 @@ def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframe
 
 @pytest.mark.slow
 @pytest.mark.spack
-def test_the_hierarchy_sites_run_osu_with_each_pairs_own_mpi(onboarded, results_root):
+def test_the_hierarchy_sites_run_osu_with_each_toolchains_own_mpi(onboarded, results_root):
     """Both hierarchies onboarded with no hand edits (the Tcl one from a shell without
-    ``modulecmd`` on PATH), each through `./sitebench run`: Spack builds OSU per toolchain,
-    loading each external's modules (parents first), ReFrame runs its latency check loading
-    the toolchain's, and each binary links its module's MPI. The two trees name the same
-    modules over the same prefixes, so the Tcl site's externals hash as the Lmod site's and
-    its OSU comes from the first build: the second site adds its run, not a build."""
+    ``modulecmd`` on PATH), each through `./sitebench run --toolchain all`: the two pairs
+    and the meta-module ``foss/2023a`` (``default: false``, so named). Spack builds OSU per
+    toolchain, loading each external's modules (parents first), ReFrame runs its latency
+    check loading the toolchain's, and each binary links its module's MPI. The meta-module
+    names the pair's externals (same compilers, same Open MPI), so its OSU is the pair's
+    build, not a second one. The two trees name the same modules over the same prefixes,
+    so the Tcl site's externals hash as the Lmod site's and its OSU comes from the first
+    build: the second site adds its run, not a build."""
     import time
 
     from conftest import sitebench
 
-    took = {}
+    took, builds = {}, {}
     for kind in KINDS:
         tree, root, name, _report, env = onboarded(kind)
         # The Tcl site runs where validation's fix put `modulecmd` on PATH.
         env = env if kind == "lmod" else _shell(kind)
         start = time.monotonic()
         proc = sitebench(
-            "run", "--site", name, "--", "-n", "OsuLatencyCheck", env=_cron(env, root)
+            "run",
+            *("--site", name, "--toolchain", "all"),
+            *("--", "-n", "OsuLatencyCheck"),
+            env=_cron(env, root),
         )
         took[kind] = round(time.monotonic() - start)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{kind}: {out[-6000:]}"
         (run,) = (results_root / name).iterdir()
-        _links_each_pairs_own_mpi(run, tree, kind)
+        builds[kind] = _links_each_toolchains_own_mpi(run, tree, kind)
+    assert builds["lmod"] == builds["envmod"], builds
     print(f"./sitebench run seconds per site: {took}")
 
 
-def _links_each_pairs_own_mpi(run, tree, kind):
+def _links_each_toolchains_own_mpi(run, tree, kind):
     """Each toolchain's OSU binary of ``run`` links its module's MPI (``ldd``), and the job
-    script loads the toolchain's modules after a purge, parents first."""
+    script loads the toolchain's modules after a purge, parents first (the meta-module
+    alone). Returns {toolchain: OSU's install prefix}."""
     import re
     import subprocess
     from pathlib import Path
 
-    libraries = {}
+    libraries, prefixes = {}, {}
     for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
-        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        prefixes[spec.parts[-3]] = spec.read_text().split("\t")[0]
+        binary = next(Path(prefixes[spec.parts[-3]]).rglob("osu_latency"))
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
         libraries[spec.parts[-3]] = sorted(
             {m.group(1) for m in re.finditer(r"=> (\S*(?:openmpi|mpich)-[\d.]+)/", ldd)}
             | {lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd}
         )
-    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4"}, (kind, libraries)
-    assert "libmpi.so" in libraries["gcc12-openmpi4"], (kind, libraries)
-    assert "libmpich.so" in libraries["gcc12-mpich4"], (kind, libraries)
-    scripts = list(run.glob("output/*/*/gcc12-mpich4/OsuLatency*/rfm_job.sh"))
-    assert scripts, (kind, sorted(run.glob("output/*/*/*/*")))
-    for script in scripts:
-        text = script.read_text()
-        purge, gcc = text.index("module purge"), text.index(f"module load {tree['gcc']}")
-        assert purge < gcc < text.index(f"module load {tree['mpich']}") < text.index("mpirun")
+    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4", "foss-2023a"}, (kind, libraries)
+    # The prefixes the modules put on PATH (modules_world: beside the flat tree).
+    flat = Path(modules_world.build_shared()["modulepath"]).parent
+    for toolchain, mpi, lib in (
+        ("gcc12-openmpi4", "openmpi", "libmpi.so"),
+        ("foss-2023a", "openmpi", "libmpi.so"),
+        ("gcc12-mpich4", "mpich", "libmpich.so"),
+    ):
+        version = tree[mpi].rsplit("/", 1)[1]
+        assert libraries[toolchain] == [str(flat / f"{mpi}-{version}"), lib], (kind, libraries)
+    # Same compilers and Open MPI externals: one OSU build for the pair and the meta-module.
+    assert prefixes["foss-2023a"] == prefixes["gcc12-openmpi4"], (kind, prefixes)
+    loads = {
+        "gcc12-mpich4": [tree["gcc"], tree["mpich"]],
+        "foss-2023a": [tree["foss"]],
+    }
+    for toolchain, modules in loads.items():
+        scripts = list(run.glob(f"output/*/*/{toolchain}/OsuLatency*/rfm_job.sh"))
+        assert scripts, (kind, toolchain, sorted(run.glob("output/*/*/*/*")))
+        for script in scripts:
+            text = script.read_text()
+            at = [text.index("module purge")]
+            at += [text.index(f"module load {module}\n") for module in modules]
+            assert at == sorted(at) and at[-1] < text.index("mpirun"), (kind, text)
+            # The meta-module loads its compiler and MPI itself: the job names it alone.
+            if toolchain == "foss-2023a":
+                assert f"module load {tree['gcc']}" not in text, (kind, text)
+    return prefixes
 
 
 def test_a_module_with_a_prereq_is_loaded_after_the_compiler_it_needs():
