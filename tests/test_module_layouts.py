@@ -234,6 +234,25 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
             err = refusal_with(f"{tree['gcc']}, {tree['openmpi']}, aocc/4")
             assert "leaves gcc/12" in str(err) and "unloaded" in str(err)
             assert "one module of each family" in err.fix
+            # The meta-module loads Open MPI; its toolchain naming MPICH's external is
+            # refused, the fix naming the MPI foss/2023a brings first.
+            site = yaml.safe_load(text)
+            mpis = {tc["name"]: tc["mpi"] for tc in site["toolchains"]}
+            for tc in site["toolchains"]:
+                if tc["name"] == "foss-2023a":
+                    tc["mpi"] = mpis["gcc12-mpich4"]
+            site_yaml.write_text(yaml.safe_dump(site, sort_keys=False))
+            with pytest.raises(SitebenchError) as err:
+                validate.validate_site(name, load_reframe=False)
+            said = str(err.value)
+            assert f"after `module load {tree['foss']}` in a clean environment" in said, said
+            assert f"not in the {mpis['gcc12-mpich4']} external's prefix" in said, said
+            assert f"(it is {mpis['gcc12-openmpi4']}'s)" in said, said
+            assert err.value.fix.startswith(
+                f"name the MPI {tree['foss']} loads: mpi: {mpis['gcc12-openmpi4']}; or load "
+                f"the {mpis['gcc12-mpich4']} external's modules: "
+                f"modules: [{tree['gcc']}, {tree['mpich']}] (instead of {tree['foss']})"
+            ), err.value.fix
         finally:
             site_yaml.write_text(text)
 
