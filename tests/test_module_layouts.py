@@ -350,25 +350,28 @@ def _links_each_toolchains_own_mpi(run, tree, kind):
     import subprocess
     from pathlib import Path
 
+    # The MPI library each binary loads (ldd), as the file it is: Debian's Open MPI
+    # library lives in /lib, its prefix's lib/ links to it.
     libraries, prefixes = {}, {}
     for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
         prefixes[spec.parts[-3]] = spec.read_text().split("\t")[0]
         binary = next(Path(prefixes[spec.parts[-3]]).rglob("osu_latency"))
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
-        libraries[spec.parts[-3]] = sorted(
-            {m.group(1) for m in re.finditer(r"=> (\S*(?:openmpi|mpich)-[\d.]+)/", ldd)}
-            | {lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd}
-        )
+        libraries[spec.parts[-3]] = {
+            m.group(1): os.path.realpath(m.group(2))
+            for m in re.finditer(r"(libmpi|libmpich)\.so\S* => (\S+)", ldd)
+        }
     assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4", "foss-2023a"}, (kind, libraries)
     # The prefixes the modules put on PATH (modules_world: beside the flat tree).
     flat = Path(modules_world.build_shared()["modulepath"]).parent
     for toolchain, mpi, lib in (
-        ("gcc12-openmpi4", "openmpi", "libmpi.so"),
-        ("foss-2023a", "openmpi", "libmpi.so"),
-        ("gcc12-mpich4", "mpich", "libmpich.so"),
+        ("gcc12-openmpi4", "openmpi", "libmpi"),
+        ("foss-2023a", "openmpi", "libmpi"),
+        ("gcc12-mpich4", "mpich", "libmpich"),
     ):
-        version = tree[mpi].rsplit("/", 1)[1]
-        assert libraries[toolchain] == [str(flat / f"{mpi}-{version}"), lib], (kind, libraries)
+        prefix = flat / f"{mpi}-{tree[mpi].rsplit('/', 1)[1]}"
+        want = {lib: os.path.realpath(prefix / "lib" / f"{lib}.so")}
+        assert libraries[toolchain] == want, (kind, toolchain, libraries)
     # Same compilers and Open MPI externals: one OSU build for the pair and the meta-module.
     assert prefixes["foss-2023a"] == prefixes["gcc12-openmpi4"], (kind, prefixes)
     loads = {
