@@ -378,13 +378,13 @@ def _links_each_toolchains_own_mpi(run, tree, kind):
         "gcc12-mpich4": [tree["gcc"], tree["mpich"]],
         "foss-2023a": [tree["foss"]],
     }
-    for toolchain, modules in loads.items():
+    for toolchain, names in loads.items():
         scripts = list(run.glob(f"output/*/*/{toolchain}/OsuLatency*/rfm_job.sh"))
         assert scripts, (kind, toolchain, sorted(run.glob("output/*/*/*/*")))
         for script in scripts:
             text = script.read_text()
             at = [text.index("module purge")]
-            at += [text.index(f"module load {module}\n") for module in modules]
+            at += [text.index(f"module load {module}\n") for module in names]
             assert at == sorted(at) and at[-1] < text.index("mpirun"), (kind, text)
             # The meta-module loads its compiler and MPI itself: the job names it alone.
             if toolchain == "foss-2023a":

@@ -142,8 +142,7 @@ def problems(tc, packages, system, env=None):
                 (
                     f"toolchain {tc.name!r}: after {load} in a clean environment, {program} "
                     f"is {there or 'not on PATH'}, not in the {tc.mpi} external's prefix "
-                    f"{mpi['prefix']}"
-                    + (f" (it is {_named(other)}'s)" if other else ""),
+                    f"{mpi['prefix']}" + (f" (it is {_named(other)}'s)" if other else ""),
                     fix,
                 )
             )
