@@ -234,6 +234,25 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
             err = refusal_with(f"{tree['gcc']}, {tree['openmpi']}, aocc/4")
             assert "leaves gcc/12" in str(err) and "unloaded" in str(err)
             assert "one module of each family" in err.fix
+            # The meta-module loads Open MPI; its toolchain naming MPICH's external is
+            # refused, the fix naming the MPI foss/2023a brings first.
+            site = yaml.safe_load(text)
+            mpis = {tc["name"]: tc["mpi"] for tc in site["toolchains"]}
+            for tc in site["toolchains"]:
+                if tc["name"] == "foss-2023a":
+                    tc["mpi"] = mpis["gcc12-mpich4"]
+            site_yaml.write_text(yaml.safe_dump(site, sort_keys=False))
+            with pytest.raises(SitebenchError) as err:
+                validate.validate_site(name, load_reframe=False)
+            said = str(err.value)
+            assert f"after `module load {tree['foss']}` in a clean environment" in said, said
+            assert f"not in the {mpis['gcc12-mpich4']} external's prefix" in said, said
+            assert f"(it is {mpis['gcc12-openmpi4']}'s)" in said, said
+            assert err.value.fix.startswith(
+                f"name the MPI {tree['foss']} loads: mpi: {mpis['gcc12-openmpi4']}; or load "
+                f"the {mpis['gcc12-mpich4']} external's modules: "
+                f"modules: [{tree['gcc']}, {tree['mpich']}] (instead of {tree['foss']})"
+            ), err.value.fix
         finally:
             site_yaml.write_text(text)
 
@@ -288,58 +307,89 @@ def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframe
 
 @pytest.mark.slow
 @pytest.mark.spack
-def test_the_hierarchy_sites_run_osu_with_each_pairs_own_mpi(onboarded, results_root):
+def test_the_hierarchy_sites_run_osu_with_each_toolchains_own_mpi(onboarded, results_root):
     """Both hierarchies onboarded with no hand edits (the Tcl one from a shell without
-    ``modulecmd`` on PATH), each through `./sitebench run`: Spack builds OSU per toolchain,
-    loading each external's modules (parents first), ReFrame runs its latency check loading
-    the toolchain's, and each binary links its module's MPI. The two trees name the same
-    modules over the same prefixes, so the Tcl site's externals hash as the Lmod site's and
-    its OSU comes from the first build: the second site adds its run, not a build."""
+    ``modulecmd`` on PATH), each through `./sitebench run --toolchain all`: the two pairs
+    and the meta-module ``foss/2023a`` (``default: false``, so named). Spack builds OSU per
+    toolchain, loading each external's modules (parents first), ReFrame runs its latency
+    check loading the toolchain's, and each binary links its module's MPI. The meta-module
+    names the pair's externals (same compilers, same Open MPI), so its OSU is the pair's
+    build, not a second one. The two trees name the same modules over the same prefixes,
+    so the Tcl site's externals hash as the Lmod site's and its OSU comes from the first
+    build: the second site adds its run, not a build."""
     import time
 
     from conftest import sitebench
 
-    took = {}
+    took, builds = {}, {}
     for kind in KINDS:
         tree, root, name, _report, env = onboarded(kind)
         # The Tcl site runs where validation's fix put `modulecmd` on PATH.
         env = env if kind == "lmod" else _shell(kind)
         start = time.monotonic()
         proc = sitebench(
-            "run", "--site", name, "--", "-n", "OsuLatencyCheck", env=_cron(env, root)
+            "run",
+            *("--site", name, "--toolchain", "all"),
+            *("--", "-n", "OsuLatencyCheck"),
+            env=_cron(env, root),
         )
         took[kind] = round(time.monotonic() - start)
         out = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{kind}: {out[-6000:]}"
         (run,) = (results_root / name).iterdir()
-        _links_each_pairs_own_mpi(run, tree, kind)
+        builds[kind] = _links_each_toolchains_own_mpi(run, tree, kind)
+    assert builds["lmod"] == builds["envmod"], builds
     print(f"./sitebench run seconds per site: {took}")
 
 
-def _links_each_pairs_own_mpi(run, tree, kind):
+def _links_each_toolchains_own_mpi(run, tree, kind):
     """Each toolchain's OSU binary of ``run`` links its module's MPI (``ldd``), and the job
-    script loads the toolchain's modules after a purge, parents first."""
+    script loads the toolchain's modules after a purge, parents first (the meta-module
+    alone). Returns {toolchain: OSU's install prefix}."""
     import re
     import subprocess
     from pathlib import Path
 
-    libraries = {}
+    # The MPI library each binary loads (ldd), as the file it is: Debian's Open MPI
+    # library lives in /lib, its prefix's lib/ links to it.
+    libraries, prefixes = {}, {}
     for spec in sorted(run.glob("output/*/*/*/OsuBuild_*/spack-spec.txt")):
-        binary = next(Path(spec.read_text().split("\t")[0]).rglob("osu_latency"))
+        prefixes[spec.parts[-3]] = spec.read_text().split("\t")[0]
+        binary = next(Path(prefixes[spec.parts[-3]]).rglob("osu_latency"))
         ldd = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
-        libraries[spec.parts[-3]] = sorted(
-            {m.group(1) for m in re.finditer(r"=> (\S*(?:openmpi|mpich)-[\d.]+)/", ldd)}
-            | {lib for lib in ("libmpi.so", "libmpich.so") if lib in ldd}
-        )
-    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4"}, (kind, libraries)
-    assert "libmpi.so" in libraries["gcc12-openmpi4"], (kind, libraries)
-    assert "libmpich.so" in libraries["gcc12-mpich4"], (kind, libraries)
-    scripts = list(run.glob("output/*/*/gcc12-mpich4/OsuLatency*/rfm_job.sh"))
-    assert scripts, (kind, sorted(run.glob("output/*/*/*/*")))
-    for script in scripts:
-        text = script.read_text()
-        purge, gcc = text.index("module purge"), text.index(f"module load {tree['gcc']}")
-        assert purge < gcc < text.index(f"module load {tree['mpich']}") < text.index("mpirun")
+        libraries[spec.parts[-3]] = {
+            m.group(1): os.path.realpath(m.group(2))
+            for m in re.finditer(r"(libmpi|libmpich)\.so\S* => (\S+)", ldd)
+        }
+    assert set(libraries) == {"gcc12-openmpi4", "gcc12-mpich4", "foss-2023a"}, (kind, libraries)
+    # The prefixes the modules put on PATH (modules_world: beside the flat tree).
+    flat = Path(modules_world.build_shared()["modulepath"]).parent
+    for toolchain, mpi, lib in (
+        ("gcc12-openmpi4", "openmpi", "libmpi"),
+        ("foss-2023a", "openmpi", "libmpi"),
+        ("gcc12-mpich4", "mpich", "libmpich"),
+    ):
+        prefix = flat / f"{mpi}-{tree[mpi].rsplit('/', 1)[1]}"
+        want = {lib: os.path.realpath(prefix / "lib" / f"{lib}.so")}
+        assert libraries[toolchain] == want, (kind, toolchain, libraries)
+    # Same compilers and Open MPI externals: one OSU build for the pair and the meta-module.
+    assert prefixes["foss-2023a"] == prefixes["gcc12-openmpi4"], (kind, prefixes)
+    loads = {
+        "gcc12-mpich4": [tree["gcc"], tree["mpich"]],
+        "foss-2023a": [tree["foss"]],
+    }
+    for toolchain, names in loads.items():
+        scripts = list(run.glob(f"output/*/*/{toolchain}/OsuLatency*/rfm_job.sh"))
+        assert scripts, (kind, toolchain, sorted(run.glob("output/*/*/*/*")))
+        for script in scripts:
+            text = script.read_text()
+            at = [text.index("module purge")]
+            at += [text.index(f"module load {module}\n") for module in names]
+            assert at == sorted(at) and at[-1] < text.index("mpirun"), (kind, text)
+            # The meta-module loads its compiler and MPI itself: the job names it alone.
+            if toolchain == "foss-2023a":
+                assert f"module load {tree['gcc']}" not in text, (kind, text)
+    return prefixes
 
 
 def test_a_module_with_a_prereq_is_loaded_after_the_compiler_it_needs():

@@ -16,6 +16,7 @@ proposes; ``validate`` on every toolchain of a site.
 """
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -127,14 +128,21 @@ def problems(tc, packages, system, env=None):
                 if mpi.get("modules")
                 else "load no other MPI's module, or name the MPI those modules give"
             )
-            if other:
-                fix += f"; or mpi: {other['spec'].split()[0]} (what they load now)"
+            bundles = _bundles(tc)
+            if other and bundles:
+                # A meta-module or collection is loaded for the MPI it brings: name that
+                # one first; loading another MPI's modules means a toolchain without it.
+                fix = (
+                    f"name the MPI {' and '.join(bundles)} loads: mpi: "
+                    f"{_named(other)}; or {fix} (instead of {', '.join(bundles)})"
+                )
+            elif other:
+                fix += f"; or mpi: {_named(other)} (what they load now)"
             found.append(
                 (
                     f"toolchain {tc.name!r}: after {load} in a clean environment, {program} "
                     f"is {there or 'not on PATH'}, not in the {tc.mpi} external's prefix "
-                    f"{mpi['prefix']}"
-                    + (f" (it is {other['spec'].split()[0]}'s)" if other else ""),
+                    f"{mpi['prefix']}" + (f" (it is {_named(other)}'s)" if other else ""),
                     fix,
                 )
             )
@@ -142,10 +150,26 @@ def problems(tc, packages, system, env=None):
     return found
 
 
-def _with(modules, mpi_modules):
-    """The toolchain's modules with another MPI's replaced by ``mpi_modules``: the
-    compiler modules kept, in order, the MPI's (with its parents) after them."""
+def _named(ext):
+    """An external's spec as a toolchain names it: ``openmpi@4.1.4``, without variants."""
+    return re.match(r"[\w-]+(@[\w.]+)?", ext["spec"]).group(0)
+
+
+def _bundles(tc):
+    """The meta-modules (``foss/2023a``) and collection a toolchain loads: each loads a
+    compiler and an MPI of its own choosing."""
     from sitebench.discovery import module_tree
 
-    kept = [m for m in modules if module_tree.kind_of(m) != "mpi"]
+    metas = [m for m in tc.modules if module_tree.kind_of(m) == "toolchain"]
+    return [f"collection {tc.collection}"] * bool(tc.collection) + metas
+
+
+def _with(modules, mpi_modules):
+    """The toolchain's modules with another MPI's replaced by ``mpi_modules``: the
+    compiler modules kept, in order, the MPI's (with its parents) after them. A
+    meta-module goes too: it would load its own MPI beside (Lmod's family swaps one out,
+    a Tcl ``conflict`` refuses it)."""
+    from sitebench.discovery import module_tree
+
+    kept = [m for m in modules if module_tree.kind_of(m) not in ("mpi", "toolchain")]
     return list(dict.fromkeys([*kept, *mpi_modules]))
