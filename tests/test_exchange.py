@@ -571,3 +571,41 @@ def test_a_remote_that_ignores_the_blob_filter_sends_runs_whole_and_pull_says_so
     assert tree_bytes(beta.show("alpha", run)) == tree_bytes(TEMPLATE)
     told = beta.cli("pull")
     assert told.returncode == 0 and "pulled: no new runs" in told.stdout, told
+
+
+def test_upgrade_remote_gives_an_old_hook_this_versions_checks_and_keeps_its_trust(tmp_path):
+    """A repository init-remote made with an older sitebench whose hook refuses
+    ``figures.json`` (made here from today's hook with that name taken out): a run carrying
+    one is refused until the host runs ``exchange upgrade-remote``, which changes the hook
+    alone (trust list and limits byte for byte the same). A directory init-remote did not
+    make is refused, naming what to give."""
+    from sitebench.results import figures_file
+
+    world = World(tmp_path, protected=True)
+    alpha = world.site("alpha")
+    with alpha.act():
+        world.make_remote(signers=trust.allowed_signers_file())
+    hook = world.bare / "hooks" / "pre-receive"
+    text = hook.read_text()
+    old = 'RUN_TOP_FILES = ("report.json", "figures.json")'
+    assert old in text
+    hook.write_text(text.replace(old, 'RUN_TOP_FILES = ("report.json",)'))
+    kept = {p.name: p.read_bytes() for p in (world.bare / "sitebench").iterdir()}
+    run = alpha.new_run()
+    figures_file.write(alpha.results / "alpha" / run)
+    refused = alpha.publish()
+    assert not refused.published and "figures.json" in refused.reason, refused
+
+    upgraded = alpha.cli("exchange", "upgrade-remote", str(world.bare))
+    assert upgraded.returncode == 0 and "trust and limits kept" in upgraded.stdout, upgraded
+    assert hook.read_text() == text and os.access(hook, os.X_OK)
+    assert {p.name: p.read_bytes() for p in (world.bare / "sitebench").iterdir()} == kept
+    sent = alpha.publish()
+    assert sent.published and sent.runs == [run], sent
+    assert run in remote_runs(world.bare)[0]["alpha"]
+
+    plain = tmp_path / "plain.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(plain)], check=True)
+    proc = alpha.cli("exchange", "upgrade-remote", str(plain))
+    assert proc.returncode == 2 and "not a results repository made by" in proc.stderr
+    assert "Traceback" not in proc.stderr

@@ -3,6 +3,7 @@ move a checkout from the old layout (runs shared through the code's remote), lis
 was refused, and the runs found changed after they were indexed.
 
   ./sitebench exchange init-remote PATH [--trust FILE] [--branch main]
+  ./sitebench exchange upgrade-remote PATH
   ./sitebench exchange migrate --site SITE
   ./sitebench exchange quarantine
   ./sitebench exchange restore
@@ -21,6 +22,7 @@ section = "exchange"
 
 example = """
   ./sitebench exchange init-remote /srv/git/results.git   # a repository that guards itself
+  ./sitebench exchange upgrade-remote /srv/git/results.git  # after updating sitebench
   ./sitebench exchange migrate --site mycluster  # once: results/ leaves the code's remote
   ./sitebench exchange quarantine               # the incoming commits refused here, and why
   ./sitebench exchange restore                  # after a history rewrite on the remote
@@ -42,6 +44,10 @@ def setup_parser(p):
     )
     init.add_argument("--branch", default="main")
     init.add_argument("--allow-unsigned", action="append", default=[], metavar="SITE")
+    upgrade = sub.add_parser(
+        "upgrade-remote", help="give a repository init-remote made this version's checks"
+    )
+    upgrade.add_argument("path")
     mig = sub.add_parser("migrate", help="connect results/ to its own exchange, once")
     mig.add_argument("--site", required=True)
     sub.add_parser("quarantine", help="the incoming commits refused here, and why")
@@ -84,6 +90,9 @@ def command(args):
         )
         print(f"made {path}: runs only, fast-forward only, signed by the keys of {trust_file}")
         print(f"sites connect with: ./sitebench pull --remote {path}")
+    elif args.action == "upgrade-remote":
+        hook = shared_remote.upgrade_remote(args.path)
+        print(f"{hook} now checks pushes as this sitebench's pull does; trust and limits kept")
     elif args.action == "migrate":
         ex = exchange.migrate(args.site)
         print(

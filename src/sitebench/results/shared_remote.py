@@ -87,14 +87,36 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
         "registry_host": _host_fingerprint(),
     }
     (rules_dir / "rules.json").write_text(json.dumps(settings, indent=2) + "\n")
-    hook = path / "hooks" / "pre-receive"
-    shutil.copyfile(verify.__file__, hook)
-    hook.chmod(0o755)
+    _install_hook(path)
     # The first commit, made here: sites then only ever add runs on top of it.
     empty = _git(path, "hash-object", "-t", "tree", "-w", "--stdin", stdin="")
     root = _git(path, "commit-tree", empty, "-m", "results repository (sitebench exchange)")
     _git(path, "update-ref", f"refs/heads/{branch}", root)
     return path
+
+
+def _install_hook(path):
+    """The pre-receive hook: this sitebench's verify.py, written aside then renamed, so a
+    push arriving meanwhile meets the old hook or the new one, never half of one."""
+    hook = path / "hooks" / "pre-receive"
+    aside = hook.with_name(".pre-receive.new")
+    shutil.copyfile(verify.__file__, aside)
+    aside.chmod(0o755)
+    aside.replace(hook)
+    return hook
+
+
+def upgrade_remote(path):
+    """Give the repository init-remote made at ``path`` this sitebench's checks (its hook);
+    its trust list, limits and history are left as they are. Needed when a new version
+    lets runs carry a file the old hook refuses (``figures.json``)."""
+    path = Path(path)
+    if not (path / RULES_DIR / "rules.json").is_file() or not (path / "hooks").is_dir():
+        raise SitebenchError(
+            f"{path} is not a results repository made by ./sitebench exchange init-remote",
+            "name the bare repository sites push to (it holds sitebench/rules.json)",
+        )
+    return _install_hook(path)
 
 
 def _host_fingerprint():

@@ -1139,24 +1139,20 @@ def blob_sizes(git, blobs, known=None):
 
 def sized(path, prefix, sized_only):
     """Whether a file a commit adds is sized here (:attr:`Rules.sized_only`)."""
+    if isinstance(sized_only, (set, frozenset)):
+        return path in sized_only  # the paths a partial copy fetched (none: nothing sized)
     if not sized_only:
         return True
-    if isinstance(sized_only, (set, frozenset)):
-        return path in sized_only
     return in_run(path, prefix).startswith(tuple(sized_only))
 
 
 def _sized(changes, rules):
     """The added files of ``changes`` whose size is checked here."""
-    added = [c for c in changes if c[0] == "A"]
-    if rules.sized_only:
-        added = [c for c in added if sized(c[3], rules.prefix, rules.sized_only)]
-    return added
+    return [c for c in changes if c[0] == "A" and sized(c[3], rules.prefix, rules.sized_only)]
 
 
 def _check_sizes(git, changes, rules, sizes=None):
-    if rules.sized_only:
-        changes = [c for c in changes if sized(c[3], rules.prefix, rules.sized_only)]
+    changes = [c for c in changes if sized(c[3], rules.prefix, rules.sized_only)]
     blobs = [blob for _, _, blob, _ in changes]
     if not blobs:
         return ""
