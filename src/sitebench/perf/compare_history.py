@@ -6,8 +6,9 @@ figures moved between two real nights), accepted as a pull accepts it (a line pe
 the exchange's per-site log, :data:`sitebench.results.exchange.RUNS_LOG`) and indexed by
 the store's own ``refresh`` (its segments, its compaction, its ``runs.json``), a refresh a
 week. What is left out is git: the runs' three indexed files are handed to the refresh from
-memory instead of read with ``git cat-file`` (that read is the refresh's cost, measured by
-the pull part of the benchmark; here what matters is the index a site holds after 5 years).
+memory (its ``read_runs``) instead of read with ``git cat-file`` (that read is the refresh's
+cost, measured by the pull part of the benchmark; here what matters is the index a site
+holds after 5 years).
 The history is kept in ``.sitebench/perf-exchange/history-5y/`` (a rerun with the same
 input reuses it).
 """
@@ -98,13 +99,11 @@ def _real_moves():
     return moves + [-move for move in moves]
 
 
-@contextlib.contextmanager
 def _runs_from_memory(nights, made):
-    """The store's refresh reads the accepted runs from ``nights``, not from git."""
-    # The refresh reads through exchange_runs.stream (one pass over every site's runs).
-    real = store.exchange_runs.stream
+    """A reader for the store's refresh (its ``read_runs``): the accepted runs made by
+    ``nights`` in memory, not read from git."""
 
-    def stream(_results_root, entries):
+    def read_runs(_results_root, entries):
         for entry in entries:
             site, run, _tree, _commit = entry
             name, files = nights.files_of(*made[run])
@@ -116,11 +115,7 @@ def _runs_from_memory(nights, made):
 
             yield entry, rundirs.parse_run(site, name, name, read)
 
-    store.exchange_runs.stream = stream
-    try:
-        yield
-    finally:
-        store.exchange_runs.stream = real
+    return read_runs
 
 
 @contextlib.contextmanager
@@ -159,18 +154,18 @@ def _build(where, name, nights, progress):
     subprocess.run(["git", "init", "-q", "--bare", str(ex.git_dir)], check=True)
     made = {}
     t0 = time.perf_counter()
-    with _runs_from_memory(Nights(name), made):
-        for start in range(0, nights, NIGHTS_PER_REFRESH):
-            taken = []
-            for night in range(start, min(nights, start + NIGHTS_PER_REFRESH)):
-                for index, site in enumerate(SITES):
-                    run = federation.run_name(night, index)
-                    made[run] = (night, index)
-                    taken.append((site, run, _oid("tree", run), _oid("commit", run)))
-            ex._log_runs(taken)
-            store.refresh_all(root)
-            if start % 182 < NIGHTS_PER_REFRESH:
-                progress(f"  5-year history of two sites: {start + NIGHTS_PER_REFRESH} nights")
+    read_runs = _runs_from_memory(Nights(name), made)
+    for start in range(0, nights, NIGHTS_PER_REFRESH):
+        taken = []
+        for night in range(start, min(nights, start + NIGHTS_PER_REFRESH)):
+            for index, site in enumerate(SITES):
+                run = federation.run_name(night, index)
+                made[run] = (night, index)
+                taken.append((site, run, _oid("tree", run), _oid("commit", run)))
+        ex._log_runs(taken)
+        store.refresh_all(root, read_runs=read_runs)
+        if start % 182 < NIGHTS_PER_REFRESH:
+            progress(f"  5-year history of two sites: {start + NIGHTS_PER_REFRESH} nights")
     info = {
         "params": want,
         "runs": len(made),
