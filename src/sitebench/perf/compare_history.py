@@ -34,7 +34,8 @@ NIGHTS = 1825
 SITES = ("site00", "site01")
 #: Nights accepted between two refreshes while the history is made (a pull a week).
 NIGHTS_PER_REFRESH = 7
-FORMAT = 1
+#: 2: figures move as they moved between the kept pair (with one kept run, as before).
+FORMAT = 2
 
 
 def _oid(*parts):
@@ -43,12 +44,12 @@ def _oid(*parts):
 
 class Nights:
     """The input run as night ``night`` of a site: the real run's report with each figure
-    and each case's run time moved by a factor drawn from what moved between the two real
-    nights committed under ``results/local/`` (the log of its ratio, figure by figure:
-    :data:`sitebench.perf.federation.CALIBRATION`), with the night's name and times. The
-    federation's synthetic runs are not used: at the one-run calibration they make new
-    host fingerprints, problem sizes and figure names per night, which two real nights keep
-    (a two-site compare then has thousands of keys where real nights have 400)."""
+    and each case's run time moved by a factor drawn from what moved between two real
+    nights (the log of its ratio, figure by figure: :func:`_real_moves`), with the night's
+    name and times. The federation's synthetic runs are not used: at the one-run
+    calibration they make new host fingerprints, problem sizes and figure names per night,
+    which two real nights keep (a two-site compare then has thousands of keys where real
+    nights have 400)."""
 
     def __init__(self, name):
         files = federation.run_files(name)
@@ -83,13 +84,16 @@ class Nights:
 
 
 def _real_moves():
-    """log(second / first) of every figure the two real nights share (both signs)."""
+    """log(second / first) of every figure two real nights share (both signs): the kept
+    pair (:func:`sitebench.perf.federation.pair`), or with one kept run the calibration
+    pair committed under ``results/local/``."""
+    names = federation.pair()
     first, second = (
         {
             (r["check"], r["params"], r["environ"], r["figure"]): r["value"]
-            for r in figures.rows_of_run(rundirs.load_run(federation.CALIBRATION_DIR / name), True)
+            for r in figures.rows_of_run(_kept_run(name), True)
         }
-        for name in federation.CALIBRATION
+        for name in (names if len(names) == 2 else federation.CALIBRATION)
     )
     moves = [
         math.log(second[key] / value)
@@ -97,6 +101,18 @@ def _real_moves():
         if value and value > 0 and (second.get(key) or 0) > 0
     ]
     return moves + [-move for move in moves]
+
+
+def _kept_run(name):
+    """The kept input run ``name`` (an archive of ``perf/inputs/`` or a committed run)."""
+    files = federation.run_files(name)
+
+    def read(relative, _limit):
+        if relative not in files:
+            raise runfiles.MissingFile(f"no {relative}")
+        return files[relative]
+
+    return rundirs.parse_run("local", name, name, read)
 
 
 def _runs_from_memory(nights, made):
