@@ -253,6 +253,8 @@ def test_the_kept_federation_exchange_files_render_and_add_up():
         shown = exchange_bench.render(result)
         for name, r in result["ratios"].items():
             assert name in GOALS and verdict(name, r["median"], r["min"], r["max"]) in shown
+        if "load" in result:  # kept since 2026-11-28: the machine's load shown with the figures
+            assert f"{result['load']['start'][0]:.2f}" in shown.split("load average")[1]
         per = result["disk_per_run"]
         runs = result["sites"] * exchange_bench.FIVE_YEARS
         on_disk = (per["results"]["bytes"] + per["exchange"]["bytes"]) * runs

@@ -3,12 +3,13 @@ survives a crash between its own writes."""
 
 import json
 import re
+import subprocess
 
 import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES
-from sitebench.results import store
+from sitebench.results import exchange, rundirs, runfiles, store
 from sitebench.perf import store_bench
 from sitebench.results.rundirs import Incoming
 
@@ -101,6 +102,45 @@ def test_unreadable_runs_are_reported_skipped_and_retried(results_root):
     (broken / "provenance").mkdir()
     (broken / "provenance/provenance.json").write_text("{}")
     assert store.refresh("local", warn=warnings.append) == 1
+
+
+def test_refresh_reads_accepted_runs_through_the_reader_it_is_given(results_root):
+    # The reader replaces git's objects (perf exchange hands its synthetic runs this way):
+    # it is asked for what the exchange's log accepted, and a run it cannot give is named,
+    # skipped and asked for again at the next refresh.
+    ex = exchange.Exchange(results_root)
+    subprocess.run(["git", "init", "-q", "--bare", str(ex.git_dir)], check=True)
+    good, bad = "20261128T000000Z-aaaaaa", "20261128T000001Z-bbbbbb"
+    ex._log_runs([("far", good, "1" * 40, "2" * 40), ("far", bad, "3" * 40, "4" * 40)])
+    files = {
+        rundirs.REPORT: json.dumps(REPORT).encode(),
+        rundirs.PROVENANCE: b'{"cpu_arch": "zen4"}',
+    }
+    asked = []
+
+    def read_runs(_root, entries):
+        for entry in entries:
+            asked.append(entry[1])
+            if entry[1] == bad:
+                yield entry, OSError("blob gone")
+                continue
+
+            def read(relative, _limit):
+                if relative not in files:
+                    raise runfiles.MissingFile(relative)
+                return files[relative]
+
+            yield entry, rundirs.parse_run("far", entry[1], entry[1], read)
+
+    warnings = []
+    assert store.refresh_all(read_runs=read_runs, warn=warnings.append) == {"far": 1}
+    assert asked == [good, bad]
+    assert len(warnings) == 1 and bad in warnings[0] and "blob gone" in warnings[0]
+    assert store.refresh_all(read_runs=read_runs, warn=warnings.append) == {"far": 0}
+    assert asked == [good, bad, bad]
+    con = store.connect(results_root=results_root)
+    assert con.execute("SELECT DISTINCT arch FROM figures").fetchall() == [("zen4",)]
+    assert count(con) == FIGURES_PER_RUN
 
 
 def test_the_index_never_writes_under_results(results_root):

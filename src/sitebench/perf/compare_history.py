@@ -6,8 +6,9 @@ figures moved between two real nights), accepted as a pull accepts it (a line pe
 the exchange's per-site log, :data:`sitebench.results.exchange.RUNS_LOG`) and indexed by
 the store's own ``refresh`` (its segments, its compaction, its ``runs.json``), a refresh a
 week. What is left out is git: the runs' three indexed files are handed to the refresh from
-memory instead of read with ``git cat-file`` (that read is the refresh's cost, measured by
-the pull part of the benchmark; here what matters is the index a site holds after 5 years).
+memory (its ``read_runs``) instead of read with ``git cat-file`` (that read is the refresh's
+cost, measured by the pull part of the benchmark; here what matters is the index a site
+holds after 5 years).
 The history is kept in ``.sitebench/perf-exchange/history-5y/`` (a rerun with the same
 input reuses it).
 """
@@ -34,7 +35,8 @@ NIGHTS = 1825
 SITES = ("site00", "site01")
 #: Nights accepted between two refreshes while the history is made (a pull a week).
 NIGHTS_PER_REFRESH = 7
-FORMAT = 1
+#: 2: figures move as they moved between the kept pair (with one kept run, as before).
+FORMAT = 2
 
 
 def _oid(*parts):
@@ -43,12 +45,12 @@ def _oid(*parts):
 
 class Nights:
     """The input run as night ``night`` of a site: the real run's report with each figure
-    and each case's run time moved by a factor drawn from what moved between the two real
-    nights committed under ``results/local/`` (the log of its ratio, figure by figure:
-    :data:`sitebench.perf.federation.CALIBRATION`), with the night's name and times. The
-    federation's synthetic runs are not used: at the one-run calibration they make new
-    host fingerprints, problem sizes and figure names per night, which two real nights keep
-    (a two-site compare then has thousands of keys where real nights have 400)."""
+    and each case's run time moved by a factor drawn from what moved between two real
+    nights (the log of its ratio, figure by figure: :func:`_real_moves`), with the night's
+    name and times. The federation's synthetic runs are not used: at the one-run
+    calibration they make new host fingerprints, problem sizes and figure names per night,
+    which two real nights keep (a two-site compare then has thousands of keys where real
+    nights have 400)."""
 
     def __init__(self, name):
         files = federation.run_files(name)
@@ -87,13 +89,16 @@ class Nights:
 
 
 def _real_moves():
-    """log(second / first) of every figure the two real nights share (both signs)."""
+    """log(second / first) of every figure two real nights share (both signs): the kept
+    pair (:func:`sitebench.perf.federation.pair`), or with one kept run the calibration
+    pair committed under ``results/local/``."""
+    names = federation.pair()
     first, second = (
         {
             (r["check"], r["params"], r["environ"], r["figure"]): r["value"]
-            for r in figures.rows_of_run(rundirs.load_run(federation.CALIBRATION_DIR / name), True)
+            for r in figures.rows_of_run(_kept_run(name), True)
         }
-        for name in federation.CALIBRATION
+        for name in (names if len(names) == 2 else federation.CALIBRATION)
     )
     moves = [
         math.log(second[key] / value)
@@ -103,13 +108,23 @@ def _real_moves():
     return moves + [-move for move in moves]
 
 
-@contextlib.contextmanager
-def _runs_from_memory(nights, made):
-    """The store's refresh reads the accepted runs from ``nights``, not from git."""
-    # The refresh reads through exchange_runs.stream (one pass over every site's runs).
-    real = store.exchange_runs.stream
+def _kept_run(name):
+    """The kept input run ``name`` (an archive of ``perf/inputs/`` or a committed run)."""
+    files = federation.run_files(name)
 
-    def stream(_results_root, entries):
+    def read(relative, _limit):
+        if relative not in files:
+            raise runfiles.MissingFile(f"no {relative}")
+        return files[relative]
+
+    return rundirs.parse_run("local", name, name, read)
+
+
+def _runs_from_memory(nights, made):
+    """A reader for the store's refresh (its ``read_runs``): the accepted runs made by
+    ``nights`` in memory, not read from git."""
+
+    def read_runs(_results_root, entries):
         for entry in entries:
             site, run, _tree, _commit = entry
             name, files = nights.files_of(*made[run])
@@ -121,11 +136,7 @@ def _runs_from_memory(nights, made):
 
             yield entry, rundirs.parse_run(site, name, name, read)
 
-    store.exchange_runs.stream = stream
-    try:
-        yield
-    finally:
-        store.exchange_runs.stream = real
+    return read_runs
 
 
 @contextlib.contextmanager
@@ -164,18 +175,18 @@ def _build(where, name, nights, progress):
     subprocess.run(["git", "init", "-q", "--bare", str(ex.git_dir)], check=True)
     made = {}
     t0 = time.perf_counter()
-    with _runs_from_memory(Nights(name), made):
-        for start in range(0, nights, NIGHTS_PER_REFRESH):
-            taken = []
-            for night in range(start, min(nights, start + NIGHTS_PER_REFRESH)):
-                for index, site in enumerate(SITES):
-                    run = federation.run_name(night, index)
-                    made[run] = (night, index)
-                    taken.append((site, run, _oid("tree", run), _oid("commit", run)))
-            ex._log_runs(taken)
-            store.refresh_all(root)
-            if start % 182 < NIGHTS_PER_REFRESH:
-                progress(f"  5-year history of two sites: {start + NIGHTS_PER_REFRESH} nights")
+    read_runs = _runs_from_memory(Nights(name), made)
+    for start in range(0, nights, NIGHTS_PER_REFRESH):
+        taken = []
+        for night in range(start, min(nights, start + NIGHTS_PER_REFRESH)):
+            for index, site in enumerate(SITES):
+                run = federation.run_name(night, index)
+                made[run] = (night, index)
+                taken.append((site, run, _oid("tree", run), _oid("commit", run)))
+        ex._log_runs(taken)
+        store.refresh_all(root, read_runs=read_runs)
+        if start % 182 < NIGHTS_PER_REFRESH:
+            progress(f"  5-year history of two sites: {start + NIGHTS_PER_REFRESH} nights")
     info = {
         "params": want,
         "runs": len(made),

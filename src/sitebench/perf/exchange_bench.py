@@ -249,6 +249,7 @@ def bench(rounds=3, sites=100, nights=3, pair_nights=FIVE_YEARS, progress=print)
 
 
 def _bench(base, rounds, sites, nights, pair_nights, progress):
+    load_start = os.getloadavg()  # a busy shared machine slows every figure: kept with them
     tmpl = federation.template()
     keys = {}
     for site in range(max(sites, 2)):
@@ -349,6 +350,7 @@ def _bench(base, rounds, sites, nights, pair_nights, progress):
         "files_1y": site_files * sites * YEAR,
         "compare": pair,
         "show_s": show_s,
+        "load": {"start": list(load_start), "end": list(os.getloadavg())},
     }
     result["ratios"] = _ratios(result)
     return result
@@ -427,6 +429,7 @@ def render(result):
     sites, runs = result["sites"], first["runs"]
     lines = [
         _input_line(inp),
+        *_load_line(result.get("load")),
         f"history: {sites} sites x {result['slice_nights']} nights ({runs:,} signed runs) made "
         f"in {result['generate_s']:.0f} s, signed in {result['sign_s']:.0f} s, repacked in "
         f"{result['repack_s']:.0f} s; then {result['rounds']} more nights pushed",
@@ -477,6 +480,16 @@ def render(result):
 
     lines += render_ratios(result["ratios"])
     return "\n".join(lines)
+
+
+def _load_line(load):
+    if not load:  # a file kept before the load average was
+        return []
+    start, end = load["start"], load["end"]
+    return [
+        f"load average (1, 5, 15 min): {start[0]:.2f} {start[1]:.2f} {start[2]:.2f} at the "
+        f"start, {end[0]:.2f} {end[1]:.2f} {end[2]:.2f} at the end"
+    ]
 
 
 def _compare_lines(c):

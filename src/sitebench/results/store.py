@@ -414,7 +414,9 @@ def _exchange_entries(site, results_root, state, known):
     return fresh, end
 
 
-def refresh(site, results_root=None, store=None, warn=None, progress=None):
+def refresh(
+    site, results_root=None, store=None, warn=None, progress=None, read_runs=exchange_runs.stream
+):
     """Bring ``site``'s index up to date with its runs; return the number of runs indexed.
 
     Runs in ``results/<site>/`` are read from their files; runs of the site accepted from
@@ -422,9 +424,10 @@ def refresh(site, results_root=None, store=None, warn=None, progress=None):
     since the last refresh (a run is indexed once: from the exchange where it is there).
     A run whose files changed since it was indexed is indexed anew and reported (``warn``)
     as altered, and kept in the site's list of altered runs (:func:`altered`). Any error
-    reading one run skips that run with a one-line warning, never the others."""
+    reading one run skips that run with a one-line warning, never the others. ``read_runs``
+    reads the accepted runs (:func:`refresh_all` says how)."""
     job = _SiteRefresh(site, results_root, store, warn, progress)
-    return job.finish(exchange_runs.stream(job.root, job.incoming))
+    return job.finish(read_runs(job.root, job.incoming))
 
 
 class _SiteRefresh:
@@ -695,15 +698,20 @@ def sites(results_root=None):
     return sorted(found)
 
 
-def refresh_all(results_root=None, store=None, warn=None, progress=None):
+def refresh_all(
+    results_root=None, store=None, warn=None, progress=None, read_runs=exchange_runs.stream
+):
     """Refresh every site of ``results_root``; return {site: new runs}. The runs every site
     accepted from the exchange since its last refresh are read in one pass (one ``git
     cat-file`` for all, one run held at a time): after a pull of a night of 100 sites the
-    cost is the night's runs, not 100 refreshes."""
+    cost is the night's runs, not 100 refreshes. ``read_runs(results_root, entries)`` yields
+    (entry, Run or the exception that says why not) for each (site, run, tree, commit) entry
+    in order: git's objects (:func:`exchange_runs.stream`), or runs made in memory by
+    ``perf exchange`` (:mod:`sitebench.perf.compare_history`)."""
     jobs = [
         _SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)
     ]
-    loaded = exchange_runs.stream(
+    loaded = read_runs(
         results_root or paths.results_dir(), [e for job in jobs for e in job.incoming]
     )
     counts = {job.site: job.finish(itertools.islice(loaded, len(job.incoming))) for job in jobs}
