@@ -536,9 +536,16 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
     if system and any(tc.loads_modules for tc in chosen):
-        missing = modules.reframe_command_problem(modules.from_settings({"modules": system}, ""))
+        found = modules.from_settings({"modules": system}, "")
+        missing = modules.reframe_command_problem(found)
         if missing:
             review.append(f"modules: {missing[0]}; {missing[1]}")
+        elif found.kind == "envmod" and not shutil.which("modulecmd"):
+            review.append(
+                f"modules: `modulecmd`, which ReFrame runs, is not on PATH: the site's "
+                f"reframe.py gives ReFrame {found.command} (modules.command in site.yaml) "
+                "as `modulecmd`; nothing to add to PATH"
+            )
     if chosen:
         review.append(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
