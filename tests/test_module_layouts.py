@@ -7,7 +7,7 @@ hierarchy per module system (``MODULEPATH`` at ``Core/`` only; ``gcc/12`` opens
 EasyBuild's meta-module ``foss/2023a``. Each is walked, onboarded (Spack's real detection
 behind each module, loading exactly its parents), validated as cron would run it, and a
 deliberately mismatched pairing is refused with its fix. The Tcl site is onboarded where
-``modulecmd`` is not on PATH and refused until it is.
+``modulecmd`` is not on PATH and validates and runs so, as cron would run it.
 """
 
 import os
@@ -202,8 +202,9 @@ def test_a_pure_hierarchy_onboards_with_no_hand_edits(onboarded, kind):
     if kind == "lmod":
         assert "module StdEnv/1 is sticky" in review
         assert "module aocc/4: Spack found no compiler" in review
-    else:  # onboarded without modulecmd on PATH: the review says so
-        assert "`modulecmd`, which is not on PATH" in review
+    else:  # onboarded without modulecmd on PATH: the review says what ReFrame will run
+        assert "`modulecmd`, which ReFrame runs, is not on PATH" in review
+        assert f"gives ReFrame {site['modules']['command']}" in review
 
 
 def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(onboarded):
@@ -257,17 +258,54 @@ def test_the_lmod_hierarchy_validates_as_cron_and_refuses_a_mismatched_pairing(o
             site_yaml.write_text(text)
 
 
-def test_a_tcl_site_without_modulecmd_is_refused_until_it_is_on_path(onboarded):
+def test_a_tcl_site_without_modulecmd_on_path_validates_and_reframe_finds_it(onboarded, tmp_path):
+    """Onboarded where ``modulecmd`` is not on PATH, the Tcl site records the command it
+    found (``$MODULES_CMD``) and its reframe.py gives it to ReFrame as ``modulecmd``: as
+    cron runs it (no module setup, no modulecmd on PATH), validate passes and ReFrame's own
+    Tcl backend starts (it stopped with "could not find a sane TMod4 installation"). A
+    command that is no Environment Modules is refused before any run, with its fix."""
+    import subprocess
+    import sys
+
     tree, root, name, _report, env = onboarded("envmod")
-    with _environ(_cron(env, root)):
-        with pytest.raises(SitebenchError) as err:
-            validate.validate_site(name, load_reframe=False)
-        assert "`modulecmd`, which is not on PATH" in err.value.problem
-        command = yaml.safe_load((root / "site-configs" / name / "site.yaml").read_text())
-        beside = os.path.dirname(os.path.dirname(os.path.dirname(command["modules"]["command"])))
-        assert f"{beside}/bin" in err.value.fix
-    with _environ(_cron(_shell("envmod"), root)):  # modulecmd on PATH
+    site_yaml = root / "site-configs" / name / "site.yaml"
+    text = site_yaml.read_text()
+    command = yaml.safe_load(text)["modules"]["command"]
+    assert command == _shell("envmod")["MODULES_CMD"]  # what the shell's modules said
+    cron = _cron(env, root)
+    assert not shutil.which("modulecmd", path=cron["PATH"])
+    with _environ(cron):
         validate.validate_site(name)
+    # ReFrame itself, with the site's configuration, starting its modules system as every
+    # run does (System.create validates `modulecmd python -V`).
+    script = (
+        "import sys; from reframe.core import config, runtime as rt; "
+        "site = config.load_config(sys.argv[1]); site.select_subconfig(sys.argv[2]); "
+        "rt.init_runtime(site); m = rt.runtime().modules_system; print(m.name, m.version)"
+    )
+    config = root / "site-configs" / name / "reframe.py"
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(config), name],
+        env=cron, capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and proc.stdout.startswith("envmod "), out[-4000:]
+    version = tuple(int(v) for v in proc.stdout.split()[1].split(".")[:2])
+    assert version >= modules.REFRAME_MIN_ENVMOD, out
+
+    # A command that is not Environment Modules: refused, saying what it answered.
+    fake = tmp_path / "modulecmd.tcl"
+    fake.write_text("#!/bin/sh\necho 'Modules Release 3.2.10' >&2\n")
+    fake.chmod(0o755)
+    try:
+        site_yaml.write_text(text.replace(f"command: {command}", f"command: {fake}", 1))
+        with _environ(cron), pytest.raises(SitebenchError) as err:
+            validate.validate_site(name, load_reframe=False)
+        said = str(err.value)  # also: the toolchains' modules no longer load through it
+        assert "modules command" in said and "said: Modules Release 3.2.10" in said, said
+        assert "Environment Modules 4.1 or later in site.yaml's modules.command" in said
+    finally:
+        site_yaml.write_text(text)
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -309,7 +347,7 @@ def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframe
 @pytest.mark.spack
 def test_the_hierarchy_sites_run_osu_with_each_toolchains_own_mpi(onboarded, results_root):
     """Both hierarchies onboarded with no hand edits (the Tcl one from a shell without
-    ``modulecmd`` on PATH), each through `./sitebench run --toolchain all`: the two pairs
+    ``modulecmd`` on PATH, and run so), each through `./sitebench run --toolchain all`: the two pairs
     and the meta-module ``foss/2023a`` (``default: false``, so named). Spack builds OSU per
     toolchain, loading each external's modules (parents first), ReFrame runs its latency
     check loading the toolchain's, and each binary links its module's MPI. The meta-module
@@ -324,8 +362,7 @@ def test_the_hierarchy_sites_run_osu_with_each_toolchains_own_mpi(onboarded, res
     took, builds = {}, {}
     for kind in KINDS:
         tree, root, name, _report, env = onboarded(kind)
-        # The Tcl site runs where validation's fix put `modulecmd` on PATH.
-        env = env if kind == "lmod" else _shell(kind)
+        # The Tcl site runs as onboarded: `modulecmd` not on PATH (its reframe.py gives it).
         start = time.monotonic()
         proc = sitebench(
             "run",

@@ -233,6 +233,43 @@ def test_root_found_per_toolchain_in_the_lock(tmp_path):
     assert toolchain_roots.root_for(tmp_path / "nowhere", "hpl", mpich) is None
 
 
+def test_an_environment_not_yet_concretized_is_concretized_before_its_root_is_chosen(tmp_path):
+    """Plain reframe in a fresh checkout (no spack.lock): installing OSU by name made Spack
+    concretize the environment and install both toolchains' OSU roots, and `spack find` of
+    the name reported two ("spack did not report one installed osu-micro-benchmarks", twice
+    on this VM in helper worktrees). The fixture concretizes first and installs its own
+    root by hash."""
+    openmpi = {"mpi": "openmpi", "compilers": GCC}
+    env = tmp_path / "env"
+    env.mkdir()
+    osu = "osu-micro-benchmarks@7.2 " + " ".join(
+        f"%[when='%{v}'] {v}=gcc" for v in ("c", "cxx", "fortran")
+    )
+    roots = [
+        ("mp1ch00", f"{osu} %[when='%mpi'] mpi=mpich"),
+        ("0penmp1", f"{osu} %[when='%mpi'] mpi=openmpi"),
+    ]
+    calls = []
+
+    def concretize():
+        calls.append(env)
+        _lock(env, roots)
+
+    target = toolchain_roots.install_target
+    assert target(env, "osu-micro-benchmarks", openmpi, concretize) == "/0penmp1"
+    assert calls == [env]
+    # Concretized now: the lock is read, never concretized again.
+    assert (
+        target(env, "osu-micro-benchmarks", {"mpi": "mpich", "compilers": GCC}, concretize)
+        == "/mp1ch00"
+    )
+    assert calls == [env]
+    # Without a toolchain, or a lock of plain specs: the name, nothing concretized.
+    plain = _lock(tmp_path, LOCK_ROOTS)
+    assert target(plain, "osu-micro-benchmarks", openmpi, concretize) == "osu-micro-benchmarks"
+    assert target(tmp_path / "nowhere", "hpl", {}, concretize) == "hpl" and calls == [env]
+
+
 def test_two_versions_of_a_compiler_are_two_roots(tmp_path):
     """A site with GCC 12 and GCC 11 (modules): each toolchain finds its own root, never the
     other version's (both once took the first, and GCC 12's checks ran GCC 11's binary)."""
@@ -332,7 +369,7 @@ def test_detection_proposes_gcc_with_each_mpi(tmp_path, monkeypatch):
         "openmpi": {"externals": [{"spec": "openmpi@4.1.4", "prefix": "/usr"}]},
         "mpich": {"externals": [{"spec": "mpich@4.0.2", "prefix": "/usr"}]},
     }
-    local_site.own_mpi_prefixes(packages, tmp_path / "externals")
+    assert local_site.own_mpi_prefixes(packages, [tmp_path / "externals"]) == []
     assert packages["mpich"]["externals"][0]["prefix"] == str(tmp_path / "externals/mpich")
     proposed, _notes = local_site.propose_toolchains(packages)
     assert [t["name"] for t in proposed] == ["gcc-openmpi", "gcc-mpich"]

@@ -44,6 +44,7 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.common.names import check_name
+from sitebench.spack import buildcache
 
 #: ``sinfo`` fields, one line per partition and node shape: partition, nodes, CPUs per node,
 #: sockets:cores:threads, memory per node (MB), availability, time limit.
@@ -535,27 +536,41 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
     if system and any(tc.loads_modules for tc in chosen):
-        missing = modules.reframe_command_problem(modules.from_settings({"modules": system}, ""))
+        found = modules.from_settings({"modules": system}, "")
+        missing = modules.reframe_command_problem(found)
         if missing:
             review.append(f"modules: {missing[0]}; {missing[1]}")
+        elif found.kind == "envmod" and not shutil.which("modulecmd"):
+            review.append(
+                f"modules: `modulecmd`, which ReFrame runs, is not on PATH: the site's "
+                f"reframe.py gives ReFrame {found.command} (modules.command in site.yaml) "
+                "as `modulecmd`; nothing to add to PATH"
+            )
     if chosen:
         review.append(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
             f"with each ({', '.join(tc.name for tc in chosen)}); drop or add some there"
         )
-    farms = paths.state_dir() / "externals"
-    moved = [
-        name
-        for name in ("openmpi", "mpich")
-        for ext in (packages.get(name) or {}).get("externals") or []
-        if str(ext.get("prefix", "")).startswith(str(farms))
-    ]
-    if moved:
-        review.append(
-            f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
-            f"its own under {paths.shown(farms)}/ (spack/packages.yaml); not in git: onboard "
-            f"again on another checkout"
-        )
+    for farms in buildcache.externals_dirs():
+        moved = [
+            name
+            for name in ("openmpi", "mpich")
+            for ext in (packages.get(name) or {}).get("externals") or []
+            if Path(str(ext.get("prefix", ""))).parent == farms
+        ]
+        if moved:
+            shared = farms == buildcache.externals_dirs()[0]
+            review.append(
+                f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
+                f"its own under {farms}/ (spack/packages.yaml), "
+                + (
+                    "the machine's: every user's builds hash alike and share binaries"
+                    if shared
+                    else "this user's own, since the machine's "
+                    f"{buildcache.externals_dirs()[0]} could not be used: other users' "
+                    "builds hash apart (make it as root, mode 0755, and onboard again)"
+                )
+            )
     if not blas:
         review.append(
             "no BLAS found: HPL will build OpenBLAS from source (Debian: apt-get install "

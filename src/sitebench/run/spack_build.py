@@ -2,13 +2,15 @@
 
 The environment (``environments/<site>``) is named by the partition's
 ``extras['spack_environment']``. It is concretized once (by ``sitebench run``,
-or by the first ``spack install`` when a user runs ReFrame directly) and
-every build installs from its ``spack.lock``, so one concretization serves
-all tests and a failed build affects only the checks that need it.
+or by the first build fixture when a user runs ReFrame directly) and
+every build installs its own root from its ``spack.lock``, by hash, so one
+concretization serves all tests and a failed build affects only the checks that need it.
 """
 
 import os
 import shlex
+import shutil
+import subprocess
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -48,6 +50,24 @@ def listed_install(spack_spec, env, table):
     return found[0] if len(found) == 1 else None
 
 
+def concretize(env):
+    """``spack -e ENV concretize --fresh`` (as ``sitebench run`` concretizes), or a clear
+    error. Spack holds the environment's lock meanwhile: a second fixture or ReFrame
+    process waits, then finds it concretized and concretizes nothing."""
+    spack = shutil.which("spack")
+    if not spack:
+        raise ValueError(
+            f"{env} has no spack.lock and `spack` is not on PATH: run "
+            '`./sitebench run` once, or `eval "$(./sitebench env)"` before reframe'
+        )
+    proc = subprocess.run(
+        [spack, "-e", env, "concretize", "--fresh"], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+        said = (proc.stderr or proc.stdout).strip()[-2000:]
+        raise ValueError(f"`spack -e {env} concretize --fresh` failed: {said}")
+
+
 def site_environment(partition):
     """The Spack environment directory of a partition, or a clear error."""
     env = partition.extras.get("spack_environment")
@@ -85,8 +105,9 @@ class SpackBuild(rfm.CompileOnlyRegressionTest):
         env = site_environment(self.current_partition)
         # The root of this package built with the environment's toolchain, by hash: with
         # several toolchains the environment has a root of it per toolchain.
-        root = toolchain_roots.root_for(env, self.spack_spec, self.current_environ.extras)
-        target = f"/{root}" if root else self.spack_spec
+        target = toolchain_roots.install_target(
+            env, self.spack_spec, self.current_environ.extras, lambda: concretize(env)
+        )
         listed = listed_install(target, env, os.environ.get(INSTALLED_ROOTS))
         if listed:
             self.build_system = "CustomBuild"

@@ -23,15 +23,18 @@ A site names its system in ``site.yaml`` (:func:`from_settings`)::
 and each toolchain its modules (``modules: [gcc/12, openmpi/4.1.4]``).
 """
 
+import hashlib
 import json
 import os
 import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 
 #: ReFrame's names of the module systems sitebench drives.
@@ -213,7 +216,11 @@ def missing_dirs(before, after):
 
 
 def _command_of(kind, env):
-    for candidate in (env.get(COMMAND_VARIABLE[kind]), *KNOWN_COMMANDS[kind]):
+    # An initialized shell's variable, a distribution's place, then where $MODULESHOME
+    # (set by the Tcl modules' init scripts) holds an upstream install's command.
+    home = env.get("MODULESHOME") if kind == "envmod" else None
+    beside_home = (f"{home}/libexec/modulecmd.tcl",) if home else ()
+    for candidate in (env.get(COMMAND_VARIABLE[kind]), *KNOWN_COMMANDS[kind], *beside_home):
         if candidate and Path(candidate).is_file():
             return candidate
     return None
@@ -274,24 +281,70 @@ def from_settings(settings, rel, env=None):
     return ModulesSystem(kind, str(command), tuple(use))
 
 
+#: ReFrame's oldest Environment Modules (reframe/core/modules.py, EnvModulesImpl).
+REFRAME_MIN_ENVMOD = (4, 1)
+
+
+def reframe_modulecmd_dir(system):
+    """A directory whose ``modulecmd`` runs the site's ``system.command``.
+
+    ReFrame's Tcl backend runs ``modulecmd python ...`` found on PATH and no setting of a
+    ReFrame configuration names another command (reframe/core/modules.py: EnvModulesImpl);
+    Debian's ``/usr/bin/modulecmd`` is only ``exec modulecmd.tcl "$@"``. So the site's
+    ``reframe.py`` puts this directory first on PATH (:func:`sitebench.sites.toolchains.
+    modules_for_reframe`), and neither the user nor cron need ``modulecmd`` on theirs.
+    One directory per command under the state directory, written aside and renamed."""
+    run = shlex.quote(system.command)
+    if not os.access(system.command, os.X_OK):
+        run = f"tclsh {run}"
+    text = f'#!/bin/sh\n# ReFrame runs modulecmd: the site\'s modules.command\nexec {run} "$@"\n'
+    folder = paths.state_dir() / "modulecmd" / hashlib.sha256(text.encode()).hexdigest()[:16]
+    target = folder / "modulecmd"
+    if not target.is_file():
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".modulecmd-")
+        with os.fdopen(fd, "w") as out:  # closed before it runs (ETXTBSY)
+            out.write(text)
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, target)
+    return folder
+
+
 def reframe_command_problem(system, env=None):
-    """(problem, fix) where the command ReFrame's backend runs for ``system`` is missing:
-    ReFrame drives the Tcl modules with ``modulecmd`` from PATH (``modulecmd python -V``:
-    "could not find a sane TMod4 installation" after the whole concretization); Lmod with
-    ``$LMOD_CMD``, which the site's reframe.py sets from ``modules.command``. None if
-    present."""
-    env = os.environ if env is None else env
-    if system.kind != "envmod" or shutil.which("modulecmd", path=env.get("PATH", "")):
+    """(problem, fix) where ReFrame's own backend for ``system`` would not start: for the
+    Tcl modules, ``modulecmd python -V`` as ReFrame runs it (the site's command, through
+    :func:`reframe_modulecmd_dir`) must print "Modules Release" 4.1 or later, else every run
+    stops in ReFrame ("could not find a sane TMod4 installation") after building. Lmod's
+    backend runs ``$LMOD_CMD``, which the site's reframe.py sets from ``modules.command``.
+    None if it would start."""
+    if system.kind != "envmod":
         return None
-    # Debian: /usr/lib/<triplet>/modulecmd.tcl and /usr/bin/modulecmd of one package.
-    beside = Path(system.command).resolve().parents[2] / "bin" / "modulecmd"
-    where = f"{beside.parent}" if beside.is_file() else "the directory holding modulecmd"
+    try:
+        modulecmd = reframe_modulecmd_dir(system) / "modulecmd"
+        proc = subprocess.run(
+            [str(modulecmd), "python", "-V"],
+            env=dict(os.environ if env is None else env),
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return (
+            f"ReFrame's Tcl modules backend cannot run the site's {system.command} as "
+            f"`modulecmd`: {err}",
+            f"make {paths.shown(paths.state_dir())} writable and check `{system.command} "
+            "python -V` by hand",
+        )
+    found = re.match(r"^Modules Release (\d+)\.(\d+)", proc.stderr)
+    if found and tuple(map(int, found.groups())) >= REFRAME_MIN_ENVMOD:
+        return None
+    said = " ".join((proc.stderr or proc.stdout).split())[:300] or f"exit {proc.returncode}"
     return (
-        f"the site's modules are Tcl Environment Modules ({system.command}) and ReFrame "
-        "drives them with `modulecmd`, which is not on PATH: every run would stop in "
-        'ReFrame ("could not find a sane TMod4 installation") after building',
-        f"put {where} on PATH where sitebench runs (the shell, its cron line: "
-        f"PATH={where}:$PATH); Debian's environment-modules installs /usr/bin/modulecmd",
+        f"the site's modules command {system.command} is not the Environment Modules "
+        f"{'.'.join(map(str, REFRAME_MIN_ENVMOD))} or later ReFrame drives (`modulecmd "
+        f"python -V` said: {said}): every run would stop in ReFrame after building",
+        "name a modulecmd.tcl of Environment Modules 4.1 or later in site.yaml's "
+        f"modules.command ({INSTALL_HINT['envmod']})",
     )
 
 

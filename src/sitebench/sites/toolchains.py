@@ -563,7 +563,8 @@ def modules_for_reframe(site_name, config_dir=None):
     """The site's modules system for its ``reframe.py``: ``{"modules_system": ...,
     "prepare_cmds": [...]}`` (the partitions' job scripts define ``module``, use the
     site's directories and purge before the environment's modules are loaded). It sets
-    what ReFrame's own backend reads in this process (``$LMOD_CMD``, ``$MODULEPATH``)."""
+    what ReFrame's own backend reads in this process (``$LMOD_CMD``, ``$MODULEPATH``, and
+    for the Tcl modules a ``modulecmd`` first on PATH that runs the site's command)."""
     from sitebench.sites import modules
 
     check_name("site", site_name)
@@ -576,4 +577,9 @@ def modules_for_reframe(site_name, config_dir=None):
         for name in (modules.COMMAND_VARIABLE[system.kind], "MODULEPATH"):
             if env.get(name):
                 os.environ[name] = env[name]
+    if system is not None and system.kind == "envmod":
+        # ReFrame's Tcl backend runs `modulecmd` from PATH: the site's, first.
+        folder = str(modules.reframe_modulecmd_dir(system))
+        if os.environ.get("PATH", "").split(":")[0] != folder:
+            os.environ["PATH"] = f"{folder}:{os.environ.get('PATH', '')}"
     return {**config, "prepare_cmds": prepare}

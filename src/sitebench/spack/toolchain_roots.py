@@ -79,6 +79,22 @@ def root_for(env_dir, package, extras):
     return None
 
 
+def install_target(env_dir, package, extras, concretize):
+    """What a build fixture installs and then asks ``spack find`` about: ``/<hash>`` of
+    ``package``'s root built with the toolchain of ``extras``, else the package name (an
+    environment without toolchain roots of it has one root by that name).
+
+    An environment not concretized yet (no ``spack.lock``: plain ``reframe`` in a fresh
+    checkout) is concretized first by ``concretize()``. By name there, ``spack install``
+    concretizes the whole environment and installs every root the name matches, one per
+    toolchain (Open MPI's and MPICH's OSU): two builds, and ``spack find`` of the name then
+    reports two installs ("spack did not report one installed")."""
+    if wanted(extras) and not (Path(env_dir) / "spack.lock").is_file():
+        concretize()
+    root = root_for(env_dir, package, extras)
+    return f"/{root}" if root else package
+
+
 def _shown(parts):
     """{virtual: provider} as a toolchain reads in Spack's spec syntax: ``c=gcc mpi=mpich``."""
     return " ".join(f"{virtual}={provider}" for virtual, provider in parts.items())
