@@ -24,7 +24,7 @@ def git(cwd, *args, env=None, check=True):
         env={**os.environ, **(env or {})},
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"git {' '.join(args)}: {proc.stderr}")
+        raise AssertionError(f"git {' '.join(args)}: exit {proc.returncode}: {proc.stderr}")
     return proc
 
 
