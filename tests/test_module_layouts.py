@@ -347,14 +347,14 @@ def test_a_collection_that_loads_a_compiler_and_an_mpi_is_a_toolchain_in_reframe
 @pytest.mark.spack
 def test_the_hierarchy_sites_run_osu_with_each_toolchains_own_mpi(onboarded, results_root):
     """Both hierarchies onboarded with no hand edits (the Tcl one from a shell without
-    ``modulecmd`` on PATH, and run so), each through `./sitebench run --toolchain all`: the
-    two pairs and the meta-module ``foss/2023a`` (``default: false``, so named). Spack builds OSU per
-    toolchain, loading each external's modules (parents first), ReFrame runs its latency
+    ``modulecmd`` on PATH, and run so), each through `./sitebench run --toolchain all`: the two
+    pairs and the meta-module ``foss/2023a`` (``default: false``, so named). Spack builds OSU
+    per toolchain, loading each external's modules (parents first), ReFrame runs its latency
     check loading the toolchain's, and each binary links its module's MPI. The meta-module
-    names the pair's externals (same compilers, same Open MPI), so its OSU is the pair's
-    build, not a second one. The two trees name the same modules over the same prefixes,
-    so the Tcl site's externals hash as the Lmod site's and its OSU comes from the first
-    build: the second site adds its run, not a build."""
+    names the pair's externals (same compilers, same Open MPI), so its OSU is the pair's build,
+    not a second one. The two trees name the same modules over the same prefixes, so the Tcl
+    site's externals hash as the Lmod site's and its OSU comes from the first build:the second
+    site adds its run, not a build."""
     import time
 
     from conftest import sitebench
