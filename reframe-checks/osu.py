@@ -143,10 +143,11 @@ class OsuPingPong(SitebenchBenchmark, ResolutionLimited):
     problem_keys = ["min_size", "max_size"]
     num_tasks = 2
     num_cpus_per_task = 1
-    # A ping-pong of the quick suite takes seconds; one hung once (MPICH over UCX's tcp on
-    # a 2-core VM loaded by other tests: rank 0 spinning, rank 1 asleep, 6 min and on).
-    # Its launch is stopped at a limit scaled to its sizes and iterations (expected_work_s)
-    # and the case fails saying so, the suite goes on.
+    # A ping-pong of the quick suite takes seconds; under MPICH before 4.2 over UCX's tcp
+    # one hangs in MPI_Finalize after its last size (rank 0 spinning in the UCX disconnect,
+    # rank 1 asleep in the PMI barrier that follows it: reframe-checks/README.md, "MPICH's
+    # finalize over UCX's tcp"). Its launch is stopped at a limit scaled to its sizes and
+    # iterations (expected_work_s) and the case fails saying so, the suite goes on.
 
     #: Set by the subclasses: program name and the title of its output.
     benchmark = ""
