@@ -62,6 +62,12 @@ TRANSPORT_BTL = {"shm": "vader", "tcp": "tcp"}
 #: with its own shared memory still sends through UCX. UCX_LOG_LEVEL=info makes UCX print the
 #: transports of every endpoint (on stderr: UCX_LOG_FILE), which sanity checks.
 MPICH_UCX_TLS = {"shm": "self,sm", "tcp": "tcp"}
+#: Why an MPICH OSU over UCX's tcp that printed every size was stopped (reframe-checks/
+#: README.md, "MPICH's finalize over UCX's tcp": 3 of 25 osu_bw runs beside a CPU hog).
+MPICH_TCP_FINALIZE_HANG = (
+    "MPICH before 4.2 can deadlock in MPI_Finalize over UCX's tcp (pmodels/mpich#6596, "
+    "fixed in MPICH 4.2.0); not a busy machine: use transport=shm or MPICH 4.2 or later"
+)
 
 #: Warm-up and timed iterations (``-x``, ``-i``) at the quick scale; the full scale runs
 #: OSU's own defaults (latency 100/10000 below 8 KiB, 10/1000 above; bandwidth 10/100, 2/20).
@@ -285,6 +291,19 @@ class OsuPingPong(SitebenchBenchmark, ResolutionLimited):
             else:  # ping and pong
                 rounds.append((2 * size * count, 2 * count))
         return time_limits.message_work_s(rounds)
+
+    def finished_but_not_exited(self):
+        try:
+            text = self.stdout_text()
+        except OSError:
+            return ""
+        if self.mpi() == "mpich":
+            text = osu.without_hydra_bindings(text)
+        if not osu.printed_every_size(text, self.min_size, self.max_size):
+            return ""
+        if self.mpi() == "mpich" and self.transport == "tcp":
+            return MPICH_TCP_FINALIZE_HANG
+        return "it hung in its exit (MPI_Finalize), not in its measurements"
 
     def stderr_text(self):
         with open(os.path.join(self.stagedir, sn.evaluate(self.stderr))) as fp:

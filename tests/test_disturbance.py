@@ -229,3 +229,23 @@ def test_message_passing_cases_beside_a_cpu_hog_pass_marked_disturbed(tmp_path, 
                 proc.stdout + proc.stderr
             ), (name, sizes)
     print(f"{len(cases)} cases beside a hog in {took:.0f} s")
+
+
+def test_a_case_stopped_after_printing_every_size_says_it_did_not_exit():
+    """A launch stopped at its limit whose OSU output holds every size (captured osu_bw,
+    1 B to 16 MiB) hung in its exit, not in its work; one cut short in its sizes (osu_latency
+    killed after 3 s at 2 MiB of 16 MiB) keeps the busy-or-not reason."""
+    from sitebench.parsers import osu
+    from sitebench.run import time_limits
+
+    osu_dir = FIXTURES / "osu"
+    complete = (osu_dir / "omb-7.2_osu_bw_core_tcp_x2_i20.txt").read_text()
+    partial = (osu_dir / "omb-7.2_osu_latency_core_shm_killed-after-3s.txt").read_text()
+    assert osu.printed_every_size(complete, 1, 16777216)
+    assert not osu.printed_every_size(partial, 1, 16777216)
+    assert not osu.printed_every_size("", 1, 8)
+    busy = disturbance.Share(wall_s=400, own_s=10, busy_s=790, cpus=2)
+    reason = time_limits.timed_out_reason(340, "x", busy, "hung in MPI_Finalize")
+    assert "printed every figure it measures and did not exit: hung in MPI_Finalize" in reason
+    assert "busy" not in reason
+    assert "the machine was busy" in time_limits.timed_out_reason(340, "x", busy, "")
