@@ -154,6 +154,15 @@ def missing_sizes(result, min_size, max_size):
     return [s for s in sizes(min_size, max_size) if s not in result.values]
 
 
+def printed_every_size(stdout, min_size, max_size):
+    """Whether an OSU output holds every size from ``min_size`` to ``max_size``: a launch
+    stopped after it finished measuring, not during."""
+    try:
+        return not missing_sizes(parse(stdout), min_size, max_size)
+    except ParseError:
+        return False
+
+
 def bindings(stderr):
     """rank -> Binding, from ``mpirun --report-bindings`` lines; ranks not bound have no places."""
     found = {}

@@ -174,8 +174,15 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
             self.foreign_cores = round(share.foreign_cores, 3)
             self.disturbed = share.disturbed
         raise SanityError(
-            time_limits.timed_out_reason(self.launch_limit_s, self._limit_how, share)
+            time_limits.timed_out_reason(
+                self.launch_limit_s, self._limit_how, share, self.finished_but_not_exited()
+            )
         )
+
+    def finished_but_not_exited(self):
+        """Why a launch stopped at its limit had already printed every figure (a hang in its
+        exit), or "": checks that can tell from their output say it here."""
+        return ""
 
     #: Seconds the launch takes to start (mpirun, JVMs) before any work, for its time
     #: limit; a class attribute (time_limits.STARTUP_S unless a check knows better).

@@ -56,10 +56,14 @@ def launch_limit_s(work_s, factor=1.0, startup_s=STARTUP_S):
     return int(math.ceil((startup_s + work_s) * factor / 10.0) * 10)
 
 
-def timed_out_reason(limit_s, how, share=None):
+def timed_out_reason(limit_s, how, share=None, finished=""):
     """The sentence a case that reached its limit fails with: the limit, how it was set and
-    whether other work held the CPU (``share``: a disturbance.Share, None if not measured)."""
+    whether other work held the CPU (``share``: a disturbance.Share, None if not measured).
+    ``finished``: why a benchmark whose output already holds every figure did not exit (a
+    hang after measuring is not a busy machine, whatever the load)."""
     said = f"the benchmark reached its time limit of {limit_s} s ({how}) and was stopped"
+    if finished:
+        return f"{said}; it had printed every figure it measures and did not exit: {finished}"
     if share is None:
         return f"{said}; other work's CPU was not measured"
     other = f"other work took {share.foreign_cores:.2f} of the {share.cpus} CPUs meanwhile"
