@@ -195,9 +195,10 @@ MPICH_BUSY_CASES = (
 )
 
 
-def run_beside_hog(tmp_path, spack, label, checks, names, extra=()):
-    """One ReFrame run of the local site's ``checks`` restricted to ``names``: its cases
-    (no fixtures nor builds), its output and its seconds."""
+def run_beside_hog(tmp_path, spack, label, checks, names, extra=(), toolchain=None):
+    """One ReFrame run of the local site's ``checks`` restricted to ``names``, in its first
+    toolchain or ``toolchain``: its cases (no fixtures nor builds), its output and its
+    seconds."""
     from conftest import ROOT, unjudged
 
     report = tmp_path / f"{label}.json"
@@ -210,7 +211,10 @@ def run_beside_hog(tmp_path, spack, label, checks, names, extra=()):
     command += [*extra, "-S", "max_size=65536", "--exec-policy", "serial", "-r"]
     command += ["--prefix", str(tmp_path / label), "--report-file", str(report)]
     started = time.monotonic()
-    proc = subprocess.run(command, env=unjudged(spack), capture_output=True, text=True, cwd=ROOT)
+    env = unjudged(spack)
+    if toolchain:
+        env["SITEBENCH_TOOLCHAINS"] = toolchain  # the site's config has only those named
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, cwd=ROOT)
     took = time.monotonic() - started
     assert report.is_file(), proc.stdout[-3000:] + proc.stderr[-3000:]
     cases = [
@@ -254,7 +258,13 @@ def test_message_passing_cases_beside_a_cpu_hog_pass_marked_disturbed(tmp_path, 
     assert len([c for c in cases if c["name"].startswith("Java")]) == 3
     assert_passed_disturbed(cases, output)
     mpich, mpich_output, mpich_took = run_beside_hog(
-        tmp_path, spack, "mpich", ("osu.py", "ring.py"), MPICH_BUSY_CASES, ("-p", "gcc-mpich")
+        tmp_path,
+        spack,
+        "mpich",
+        ("osu.py", "ring.py"),
+        MPICH_BUSY_CASES,
+        ("-p", "gcc-mpich"),
+        toolchain="gcc-mpich",
     )
     families = sorted({c["name"].split()[0] for c in mpich})
     assert families == ["OsuBandwidthCheck", "OsuLatencyCheck", "RingCheck"], (
