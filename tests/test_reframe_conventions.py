@@ -257,3 +257,78 @@ def test_the_local_launcher_gives_single_and_flexible_tasks_what_they_asked():
     assert launcher.command(job(0, per_node=2)) == ["mpirun", "-np", "2"]
     assert launcher.command(job(-2)) == ["mpirun", "-np", "2"]
     assert launchers.launcher_name(launcher) == "mpirun"
+
+
+def reframes_tutorial_stream():
+    """ReFrame's own tutorial STREAM (``examples/tutorial/stream/``: its check and McCalpin's
+    ``stream.c``), unchanged, from the source distribution of the ReFrame this checkout runs
+    (PyPI, as the README's venv comes from), downloaded once per machine."""
+    import shutil
+    import tarfile
+
+    from importlib.metadata import version
+
+    release = version("reframe-hpc")
+    cache = Path.home() / ".cache" / "sitebench" / "third-party" / f"reframe-{release}"
+    stream = cache / "examples" / "tutorial" / "stream"
+    if (stream / "stream_build_run.py").is_file():
+        return stream
+    download = cache.with_name(cache.name + ".download")
+    shutil.rmtree(download, ignore_errors=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--no-binary", ":all:", "--no-deps"]
+        + ["--dest", str(download), f"reframe-hpc=={release}"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    sdists = list(download.glob("reframe_hpc-*.tar.gz"))
+    if proc.returncode != 0 or not sdists:
+        pytest.skip(f"ReFrame {release}'s source distribution not downloadable: {proc.stderr}")
+    unpacked = cache.with_name(cache.name + ".unpacked")
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with tarfile.open(sdists[0]) as archive:
+        members = [m for m in archive.getmembers() if "/examples/tutorial/stream/" in m.name]
+        archive.extractall(unpacked, members=members, filter="data")
+    (top,) = unpacked.iterdir()
+    top.rename(cache) if not cache.exists() else None
+    shutil.rmtree(unpacked, ignore_errors=True)
+    shutil.rmtree(download, ignore_errors=True)
+    return stream
+
+
+def test_reframes_own_tutorial_stream_counts_a_thread_per_cpu_in_every_toolchain(tmp_path):
+    """ReFrame's tutorial STREAM check (``stream_build_run.py``: ``valid_prog_environs =
+    ['+openmp']``, the environment's ``omp_flag``, no thread count nor binding of its own)
+    run as its authors wrote it on the local site, every toolchain: it builds, validates
+    and reports, in STREAM's own line, as many threads as this machine has CPUs (under Open
+    MPI 4.1's ``mpirun -np 1`` it counted 1)."""
+    stream = reframes_tutorial_stream()
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [REFRAME, "-C", str(ROOT / "site-configs/local/reframe.py")]
+        + ["-c", str(stream / "stream_build_run.py"), "-r", "--report-file", str(report)]
+        + ["--prefix", str(tmp_path / "rfm"), "--perflogdir", str(tmp_path / "perflogs")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, toolchains.SELECTED: toolchains.ALL},
+        timeout=900,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    cases = [c for r in json.loads(report.read_text())["runs"] for c in r["testcases"]]
+    openmp = {
+        e["name"]
+        for e in environments(
+            ROOT / "site-configs/local/reframe.py", {toolchains.SELECTED: toolchains.ALL}
+        )[0]
+        if "openmp" in e["features"]
+    }
+    assert openmp and {c["environ"] for c in cases} == openmp, (openmp, out[-3000:])
+    cpus = len(os.sched_getaffinity(0))
+    for case in cases:
+        assert case["result"] == "pass", (case["environ"], case["fail_reason"])
+        stdout = (Path(case["outputdir"]) / case["job_stdout"]).read_text()
+        counted = re.search(r"^Number of Threads counted = (\d+)$", stdout, re.M)
+        assert counted and int(counted.group(1)) == cpus, (case["environ"], stdout[-2000:])
