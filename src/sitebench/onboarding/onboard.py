@@ -535,14 +535,14 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
     review = [f"toolchains: {note}" for note in notes]
     review += [f"modules: {note}" for note in detection.modules.get("notes") or []]
     if system and any(tc.loads_modules for tc in chosen):
-        found = modules.from_settings({"modules": system}, "")
-        missing = modules.reframe_command_problem(found)
+        loader = modules.from_settings({"modules": system}, "")
+        missing = modules.reframe_command_problem(loader)
         if missing:
             review.append(f"modules: {missing[0]}; {missing[1]}")
-        elif found.kind == "envmod" and not shutil.which("modulecmd"):
+        elif loader.kind == "envmod" and not shutil.which("modulecmd"):
             review.append(
                 f"modules: `modulecmd`, which ReFrame runs, is not on PATH: the site's "
-                f"reframe.py gives ReFrame {found.command} (modules.command in site.yaml) "
+                f"reframe.py gives ReFrame {loader.command} (modules.command in site.yaml) "
                 "as `modulecmd`; nothing to add to PATH"
             )
     if chosen:
