@@ -154,23 +154,31 @@ class World:
 
     def push_as(self, clone, message, key=None, amend=False, force=False):
         """Commit everything in ``clone`` (signed with ``key`` if given) and push it."""
-        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"] if key else []
-        git(clone, "add", "-A", "-f")
-        args = [
-            *sign,
-            "-c",
-            "user.name=m",
-            "-c",
-            "user.email=m@m",
-            "commit",
-            "-q",
-            "--allow-empty",
-        ]
-        args += ["-S"] if key else ["--no-gpg-sign"]
-        args += ["--amend"] if amend else []
-        git(clone, *args, "-m", message)
+        commit_as(clone, message, key=key, amend=amend)
         push = ["push", "-q", *(["--force"] if force else []), "origin", "HEAD:main"]
         return git(clone, *push, check=False)
+
+
+def commit_as(clone, message, key=None, amend=False):
+    """Commit everything in ``clone`` with plain git, signed with ``key`` if given."""
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={key}"] if key else []
+    git(clone, "add", "-A", "-f")
+    args = [*sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-q", "--allow-empty"]
+    args += ["-S"] if key else ["--no-gpg-sign"]
+    args += ["--amend"] if amend else []
+    git(clone, *args, "-m", message)
+
+
+def write_commit(repository, text):
+    """The id of a commit object written by hand (``text``: its raw headers and message)
+    into ``repository`` (a clone or a bare one), as a site with plain git can."""
+    return subprocess.run(
+        ["git", "-C", str(repository), "hash-object", "-t", "commit", "-w", "--stdin"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
 
 
 def plumb_commit(clone, additions, key=None, removals=(), message="results: runs"):

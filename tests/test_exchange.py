@@ -184,7 +184,7 @@ def test_a_remotes_refusal_is_shown_and_not_tried_again(tmp_path):
     "attack", ["code", "forged", "force-push", "delete branch", ".git entry", "other branch"]
 )
 def test_a_protected_remote_refuses_hostile_pushes_itself(tmp_path, attack):
-    from exchange_world import plumb_commit
+    from exchange_world import commit_as, plumb_commit
 
     world = World(tmp_path, protected=True)
     alpha, mallory = world.site("alpha"), world.site("mallory")
@@ -213,21 +213,7 @@ def test_a_protected_remote_refuses_hostile_pushes_itself(tmp_path, attack):
     else:
         (clone / run_dir).mkdir(parents=True)
         (clone / run_dir / "report.json").write_text("{}")
-        git(clone, "add", "-A")
-        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
-        git(
-            clone,
-            *sign,
-            "-c",
-            "user.name=m",
-            "-c",
-            "user.email=m@m",
-            "commit",
-            "-q",
-            "-S",
-            "-m",
-            "r",
-        )
+        commit_as(clone, "r", key=mallory.key)
         proc = git(clone, "push", "-q", "origin", "HEAD:refs/heads/other", check=False)
     assert proc.returncode != 0, attack
     assert git(world.bare, "for-each-ref", "--format=%(refname)").stdout.split() == [

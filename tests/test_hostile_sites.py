@@ -20,12 +20,14 @@ from sitebench.cli import main
 from exchange_world import (
     TEMPLATE,
     World,
+    commit_as,
     git,
     plumb_commit,
     raw_tree,
     signed_trees,
     tree_bytes,
     tree_entries,
+    write_commit,
 )
 
 pytestmark = pytest.mark.reliability_input
@@ -207,13 +209,7 @@ def bad_signature(world, clone, m):
     git(clone, *sign, "-c", "user.name=m", "-c", "user.email=m@m", "commit", "-qS", "-m", "r")
     # The same commit with its message changed under the signature.
     raw = git(clone, "cat-file", "commit", "HEAD").stdout.replace("\n\nr\n", "\n\nR\n")
-    forged = subprocess.run(
-        ["git", "-C", str(clone), "hash-object", "-t", "commit", "-w", "--stdin"],
-        input=raw,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    forged = write_commit(clone, raw)
     git(clone, "push", "-q", "origin", f"{forged}:main")
     return "bad signature"
 
@@ -231,30 +227,12 @@ def _resigned(clone, signature):
     """Commit the clone's files unsigned, then put ``signature(payload)`` (armored text) in
     its ``gpgsig`` header by hand, as a site with plain git and ssh-keygen can, and push;
     ``signature`` may give whole header lines (starting ``gpgsig``) instead."""
-    git(clone, "add", "-A")
-    git(
-        clone,
-        "-c",
-        "user.name=m",
-        "-c",
-        "user.email=m@m",
-        "commit",
-        "-q",
-        "--no-gpg-sign",
-        "-m",
-        "r",
-    )
+    commit_as(clone, "r")
     raw = git(clone, "cat-file", "commit", "HEAD").stdout
     head, _, message = raw.partition("\n\n")
     header = signature(raw)
     header = header if header.startswith("gpgsig") else _gpgsig(header)
-    forged = subprocess.run(
-        ["git", "-C", str(clone), "hash-object", "-t", "commit", "-w", "--stdin"],
-        input=f"{head}\n{header}\n\n{message}",
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
+    forged = write_commit(clone, f"{head}\n{header}\n\n{message}")
     git(clone, "push", "-q", "origin", f"{forged}:main")
 
 
@@ -1315,13 +1293,7 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
         if header:
             head, _, message = payload.partition("\n\n")
             text = f"{head}\n{header(payload)}\n\n{message}"
-        sha = subprocess.run(
-            ["git", "--git-dir", str(bare), "hash-object", "-t", "commit", "-w", "--stdin"],
-            input=text,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout.strip()
+        sha = write_commit(bare, text)
         return sha, site
 
     def signed(key, namespace="git", twice=False):
