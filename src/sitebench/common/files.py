@@ -12,10 +12,14 @@ import time
 from pathlib import Path
 
 
-def write_atomic(path, text):
-    """Replace ``path`` with ``text`` in one rename: readers see the old or the new file."""
+def write_atomic(path, data):
+    """Replace ``path`` with ``data`` (text or bytes) in one rename, its bytes on disk
+    first: readers, and a machine that lost power, see the old or the new file."""
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
+    with open(tmp, "wb") as handle:
+        handle.write(data.encode() if isinstance(data, str) else data)
+        handle.flush()
+        os.fsync(handle.fileno())
     tmp.replace(path)
 
 

@@ -15,8 +15,9 @@ not hold); ``./sitebench show`` refuses a run that fails it.
 """
 
 import json
-import os
 from pathlib import Path
+
+from sitebench.common import files
 
 FIGURES_FILE = "figures.json"
 REPORT_FILE = "report.json"
@@ -135,12 +136,7 @@ def write(run_dir):
     except (UnicodeDecodeError, ValueError):
         return None
     target = run_dir / FIGURES_FILE
-    tmp = run_dir / f".{FIGURES_FILE}.tmp"
-    with open(tmp, "wb") as handle:
-        handle.write(encode(derive(report)))
-        handle.flush()
-        os.fsync(handle.fileno())
-    tmp.replace(target)
+    files.write_atomic(target, encode(derive(report)))
     return target
 
 
