@@ -385,3 +385,27 @@ def test_onboarding_a_large_cache_machine_reports_its_stream_arrays(sites_root):
     assert packages["stream"] == {
         "require": ['stream_array_size=137000000 cflags="-mcmodel=medium"']
     }
+
+
+def test_mpis_given_a_prefix_of_their_own_are_named_for_review(sites_root):
+    """Debian's MPIs live in /usr behind its alternatives: onboarding gives each a prefix of
+    its own where mpi_prefix makes them (buildcache.externals_dir), and the review names
+    them there (it looked in .sitebench/externals, where none are since they moved)."""
+    from sitebench.spack import buildcache
+
+    detection = vm(("openmpi", "mpich"))
+    for mpi in ("openmpi", "mpich"):
+        for ext in detection.packages[mpi]["externals"]:
+            ext["prefix"] = "/usr"  # as Spack finds Debian's
+    text = onboard.onboard("usrmpi", detection=detection).render()
+    packages = yaml.safe_load(
+        (sites_root / "site-configs/usrmpi/spack/packages.yaml").read_text()
+    )["packages"]
+    moved = [
+        mpi
+        for mpi in ("openmpi", "mpich")
+        for ext in (packages.get(mpi) or {}).get("externals") or []
+        if str(ext.get("prefix", "")).startswith(str(buildcache.externals_dir()))
+    ]
+    assert moved, packages.get("openmpi")
+    assert f"{', '.join(moved)}: in /usr behind Debian's alternatives" in text, text

@@ -39,6 +39,7 @@ import yaml
 from sitebench.sites import modules, toolchains
 from sitebench.discovery import local_site, module_externals
 from sitebench.onboarding import pairing
+from sitebench.spack import buildcache
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
@@ -550,7 +551,7 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
             f"with each ({', '.join(tc.name for tc in chosen)}); drop or add some there"
         )
-    farms = paths.state_dir() / "externals"
+    farms = buildcache.externals_dir()  # where mpi_prefix makes them (per user)
     moved = [
         name
         for name in ("openmpi", "mpich")
@@ -560,8 +561,8 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
     if moved:
         review.append(
             f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
-            f"its own under {paths.shown(farms)}/ (spack/packages.yaml); not in git: onboard "
-            f"again on another checkout"
+            f"its own under {paths.shown(farms)}/ (spack/packages.yaml), made again by "
+            f"onboarding on another machine"
         )
     if not blas:
         review.append(
