@@ -447,6 +447,46 @@ def test_a_hostile_sites_own_honest_looking_run_is_accepted(world):
     assert tree_bytes(beta.show("mallory", RUN)) == tree_bytes(TEMPLATE)
 
 
+KILLED_BY_ITS_SIGNATURE = """#!/bin/sh
+# ssh-keygen as git runs it, but the git reading a malformed signature dies as git 2.39 dies
+# of SIGPIPE when ssh-keygen exits before taking the payload (every time, or once).
+sig=""; prev=""
+for a in "$@"; do [ "$prev" = "-s" ] && sig=$a; prev=$a; done
+case "$*" in *check-novalidate*)
+    if grep -q "not base64" "$sig" && { [ "$ONCE" = always ] || [ ! -e "$ONCE" ]; }; then
+        [ "$ONCE" = always ] || touch "$ONCE"
+        kill -PIPE "$PPID"; exit 255
+    fi;;
+esac
+exec ssh-keygen "$@"
+"""
+
+
+@pytest.mark.parametrize("dies", ["once", "always"])
+def test_a_git_a_malformed_signature_kills_is_read_again_and_never_trusted(world, dies):
+    """git 2.39 dies of SIGPIPE, now and then, reading a malformed signature (ssh-keygen
+    refuses it before reading the payload git writes): its log then leaves the commit out.
+    The commit is read again by a git of its own; a git that dies every time refuses it."""
+    from sitebench.results.verify import UNREAD_SIGNATURE
+
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    program = world.tmp / "ssh-keygen-killing-git"
+    program.write_text(KILLED_BY_ITS_SIGNATURE)
+    program.chmod(0o755)
+    beta.env.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="gpg.ssh.program")
+    beta.env["GIT_CONFIG_VALUE_0"] = str(program)
+    beta.env["ONCE"] = "always" if dies == "always" else str(world.tmp / "died-once")
+    clone = world.hostile_clone()
+    malformed_signature(world, clone, mallory)
+    first = alpha.new_run()
+    assert alpha.publish().published
+    pulled = beta.pull()
+    expected = "bad signature" if dies == "once" else UNREAD_SIGNATURE
+    assert len(pulled.refused) == 1 and expected in pulled.refused[0], pulled
+    assert dies == "always" or (world.tmp / "died-once").exists()
+    assert pulled.new == [("alpha", [first])] and beta.runs("mallory") == []
+
+
 def test_pull_cli_exits_3_naming_the_refused_commit(world):
     beta = world.site("beta")
     clone = world.hostile_clone()
