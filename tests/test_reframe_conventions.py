@@ -332,3 +332,168 @@ def test_reframes_own_tutorial_stream_counts_a_thread_per_cpu_in_every_toolchain
         stdout = (Path(case["outputdir"]) / case["job_stdout"]).read_text()
         counted = re.search(r"^Number of Threads counted = (\d+)$", stdout, re.M)
         assert counted and int(counted.group(1)) == cpus, (case["environ"], stdout[-2000:])
+
+
+#: CSCS's own checks (github.com/eth-cscs/cscs-reframe-tests at this commit): their CPU
+#: STREAM and DGEMM, the mixins STREAM imports and the licence, as ``git archive | gzip -n``
+#: makes them (the shared tools' build-mirror.sh puts the file in the source mirror).
+CSCS_COMMIT = "2f813557625e1294b277a698338f82f398bea7b8"
+CSCS_SHA256 = "589d7052c223172a768d988818c3562b9710264cabf98f09b54985f31ace857f"
+
+
+def cscs_checks():
+    """CSCS's checks, unchanged, unpacked once per machine from the source mirror (the file
+    is checked against its sha256 first)."""
+    import hashlib
+    import shutil
+    import tarfile
+
+    cache = Path.home() / ".cache" / "sitebench" / "third-party" / f"cscs-{CSCS_COMMIT[:12]}"
+    if (cache / "checks" / "microbenchmarks" / "cpu" / "dgemm" / "dgemm.py").is_file():
+        return cache
+    mirror = os.environ.get("SITEBENCH_MIRROR", "")
+    archive = Path(mirror, "_source-cache/archive", CSCS_SHA256[:2], f"{CSCS_SHA256}.tar.gz")
+    if not mirror or not archive.is_file():
+        pytest.skip(
+            f"CSCS's checks are not in a source mirror ($SITEBENCH_MIRROR={mirror!r}): add "
+            f"`git archive --format=tar --prefix=cscs-reframe-tests-{CSCS_COMMIT}/ "
+            f"{CSCS_COMMIT} LICENSE checks/mixins checks/microbenchmarks/cpu/stream "
+            "checks/microbenchmarks/cpu/dgemm | gzip -n` of a clone of "
+            "https://github.com/eth-cscs/cscs-reframe-tests at "
+            f"_source-cache/archive/{CSCS_SHA256[:2]}/{CSCS_SHA256}.tar.gz"
+        )
+    data = archive.read_bytes()
+    assert hashlib.sha256(data).hexdigest() == CSCS_SHA256, f"{archive} is not CSCS's archive"
+    unpacked = cache.with_name(cache.name + f".unpacked-{os.getpid()}")
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(unpacked, filter="data")
+    (top,) = unpacked.iterdir()
+    top.rename(cache) if not cache.exists() else None
+    shutil.rmtree(unpacked, ignore_errors=True)
+    return cache
+
+
+def run_cscs(check, *args, tmp_path, env=None):
+    """``reframe -r`` of one of CSCS's check files on the local site, every toolchain: their
+    report's cases, and ReFrame's output for a failure message."""
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [REFRAME, "-C", str(ROOT / "site-configs/local/reframe.py"), "-c", str(check), "-r"]
+        + [*args, "--report-file", str(report), "--prefix", str(tmp_path / "rfm")]
+        + ["--perflogdir", str(tmp_path / "perflogs")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, toolchains.SELECTED: toolchains.ALL, **(env or {})},
+        timeout=900,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-6000:]
+    cases = [c for r in json.loads(report.read_text())["runs"] for c in r["testcases"]]
+    every = environments(
+        ROOT / "site-configs/local/reframe.py", {toolchains.SELECTED: toolchains.ALL}
+    )[0]
+    return cases, {e["name"]: e for e in every}, out
+
+
+def test_cscs_stream_unchanged_puts_a_thread_on_each_core_in_every_toolchain(tmp_path):
+    """CSCS's STREAM (``stream.py``: one task per socket, a thread per core of the socket,
+    ``OMP_PROC_BIND=spread``, arrays 4x the last-level cache from ReFrame's topology) as its
+    authors wrote it; only ``valid_systems`` (``+remote``) and ``valid_prog_environs`` are
+    set from the command line, and Python finds the mixin it imports on ``PYTHONPATH``, as
+    at CSCS. OpenMP's own affinity display says on which CPUs each thread ran: one thread
+    per CPU, every CPU of this machine, under Open MPI and MPICH alike."""
+    checks = cscs_checks()
+    cases, envs, out = run_cscs(
+        checks / "checks/microbenchmarks/cpu/stream/stream.py",
+        "-S",
+        "valid_systems=*",
+        "-S",
+        "valid_prog_environs=+openmp",
+        tmp_path=tmp_path,
+        env={
+            "PYTHONPATH": str(checks / "checks/mixins"),
+            "OMP_DISPLAY_AFFINITY": "TRUE",
+            "OMP_AFFINITY_FORMAT": "sitebench-affinity thread %n of %N on CPUs %A",
+        },
+    )
+    openmp = {name for name, e in envs.items() if "openmp" in e["features"]}
+    assert openmp and {c["environ"] for c in cases} == openmp, out[-3000:]
+    cpus = sorted(os.sched_getaffinity(0))
+    for case in cases:
+        where = case["environ"]
+        assert case["result"] == "pass" and case["perfvalues"], (where, case["fail_reason"])
+        # libgomp writes the affinity display to stderr, LLVM's libomp to stdout.
+        text = "".join(
+            (Path(case["outputdir"]) / case[name]).read_text()
+            for name in ("job_stdout", "job_stderr")
+        )
+        counted = re.search(r"^Number of Threads counted = (\d+)$", text, re.M)
+        assert counted and int(counted.group(1)) == len(cpus), (where, text[-2000:])
+        placed = re.findall(
+            r"^sitebench-affinity thread (\d+) of (\d+) on CPUs (\S+)$", text, re.M
+        )
+        threads = {int(n): cpu_list(where_) for n, total, where_ in placed}
+        assert sorted(threads) == list(range(len(cpus))), (where, placed)
+        assert sorted(c for cs in threads.values() for c in cs) == cpus, (where, placed)
+
+
+def test_cscs_flexible_dgemm_unchanged_gets_one_task_and_the_sites_blas(tmp_path):
+    """CSCS's DGEMM (``dgemm.py``: ``num_tasks = 0``, a thread per core, ``dgemm_`` from
+    the BLAS Cray's compiler wrapper links). It keeps its environments to CSCS's own
+    system names, so ReFrame's ``--skip-prgenv-check`` runs it in every environment; its
+    matrices are set smaller from the command line (their 6144x12288x3072 took 6 min 25 s
+    for three toolchains here). The flexible check gets one task, and its sanity (one
+    tested node per task) holds, under Open MPI and MPICH alike; the program links the
+    site's BLAS through the environment's ``ldflags``."""
+    checks = cscs_checks()
+    cases, envs, out = run_cscs(
+        checks / "checks/microbenchmarks/cpu/dgemm/dgemm.py",
+        "-S",
+        "valid_systems=*",
+        "--skip-prgenv-check",
+        "-S",
+        "executable_opts=1024,1024,512",
+        "--keep-stage-files",
+        tmp_path=tmp_path,
+    )
+    assert {c["environ"] for c in cases} == set(envs), out[-3000:]
+    for case in cases:
+        where = case["environ"]
+        assert "blas" in envs[where]["features"], envs[where]
+        assert case["result"] == "pass" and case["perfvalues"], (where, case["fail_reason"])
+        stdout = (Path(case["outputdir"]) / case["job_stdout"]).read_text()
+        tested = re.findall(r"^(\S+):\s+Time for \d+ DGEMM operations", stdout, re.M)
+        assert len(tested) == 1, (where, stdout[-2000:])
+        script = (Path(case["outputdir"]) / "rfm_job.sh").read_text()
+        assert re.search(r"^mpirun -np 1\b", script, re.M), (where, script)
+        (program,) = (tmp_path / "rfm" / "stage").glob(f"*/*/{where}/DGEMMTest/DGEMMTest")
+        linked = subprocess.run(["ldd", str(program)], capture_output=True, text=True)
+        assert re.search(r"lib(open)?blas", linked.stdout), (where, linked.stdout)
+
+
+def test_the_sites_blas_is_linked_as_a_cray_wrapper_links_libsci(tmp_path):
+    """The ``blas`` provider's external: at /usr by name, elsewhere by its library directory
+    (rpath too), a provider that is not an external skipped; none, no flags."""
+    lib64 = tmp_path / "openblas" / "lib64"
+    lib64.mkdir(parents=True)
+    (lib64 / "libopenblas.so.0").write_bytes(b"")
+    ext = {"externals": [{"spec": "openblas@0.3.26", "prefix": str(tmp_path / "openblas")}]}
+    flags = reframe_conventions.blas_ldflags
+    assert flags({"openblas": ext}) == [
+        "-Wl,--as-needed",
+        f"-L{lib64}",
+        f"-Wl,-rpath,{lib64}",
+        "-lopenblas",
+    ]
+    usr = {"externals": [{"spec": "netlib-lapack@3.11.0", "prefix": "/usr"}]}
+    providers = {"all": {"providers": {"blas": ["netlib-lapack", "openblas"]}}}
+    assert flags({**providers, "netlib-lapack": usr, "openblas": ext}) == [
+        "-Wl,--as-needed",
+        "-lblas",
+    ]
+    # A provider without an external (Spack builds it): the next one that is.
+    assert flags({**providers, "netlib-lapack": {}, "openblas": ext})[-1] == "-lopenblas"
+    assert flags({"openblas": {"externals": [{"spec": "openblas", "prefix": "/nowhere"}]}}) == []
+    assert flags({}) == []

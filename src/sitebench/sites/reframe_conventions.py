@@ -12,8 +12,15 @@ ReFrame's documentation and tutorial checks expect of an environment:
   (``valid_prog_environs = ['+openmp']``, ``cflags = ['-O3', omp_flag]`` in ReFrame's
   STREAM tutorial); a compiler whose flag is unknown gets neither;
 * the feature ``mpi`` where ``cc`` builds MPI programs, launched by the partition's
-  launcher (ReFrame's OSU tutorial: ``valid_prog_environs = ['+mpi']``).
+  launcher (ReFrame's OSU tutorial: ``valid_prog_environs = ['+mpi']``);
+* a BLAS that links without a flag of the check's own, as Cray's compiler wrappers link
+  LibSci: CSCS's DGEMM calls ``dgemm_`` and names no library outside CSCS's own systems.
+  The environment's ``ldflags`` (used by a build system that sets none) link the site's
+  BLAS behind ``-Wl,--as-needed``, so a program that calls no BLAS does not depend on it;
+  the feature ``blas`` says an environment has one.
 """
+
+from pathlib import Path
 
 #: The OpenMP flag of each compiler, by Spack package name.
 OMP_FLAGS = {
@@ -65,3 +72,37 @@ def wrapper_variables(packages, compilers, mpi):
         if path:
             found.append([variable, path])
     return found
+
+
+#: The library each BLAS provider links as (``-l<name>``), by Spack package name.
+BLAS_LIBRARIES = {
+    "openblas": "openblas",
+    "netlib-lapack": "blas",
+    "blis": "blis",
+    "amdblis": "blis",
+}
+#: Where a linker finds a library without being told.
+SYSTEM_PREFIXES = ("/usr", "/")
+
+
+def blas_ldflags(packages):
+    """The flags that link the site's BLAS (the first ``blas`` provider of ``packages``
+    that is an external with a known library), or [] where there is none."""
+    providers = ((packages.get("all") or {}).get("providers") or {}).get("blas") or []
+    for name in [p.split("@")[0] for p in providers] + list(BLAS_LIBRARIES):
+        library = BLAS_LIBRARIES.get(name)
+        for ext in (packages.get(name) or {}).get("externals") or [] if library else []:
+            prefix = ext.get("prefix")
+            if not prefix:
+                continue
+            if prefix.rstrip("/") in ("", "/usr"):
+                return ["-Wl,--as-needed", f"-l{library}"]
+            for libdir in (Path(prefix) / "lib", Path(prefix) / "lib64"):
+                if any(libdir.glob(f"lib{library}.so*")):
+                    return [
+                        "-Wl,--as-needed",
+                        f"-L{libdir}",
+                        f"-Wl,-rpath,{libdir}",
+                        f"-l{library}",
+                    ]
+    return []

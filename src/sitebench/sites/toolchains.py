@@ -485,6 +485,8 @@ def reframe_environments(toolchains, packages, env_vars=()):
         bindir = None if tc.loads_modules else mpi_bin(packages, tc.mpi_name)
         variables = [["PATH", f"{bindir}:$PATH"]] if bindir else []
         variables += reframe_conventions.wrapper_variables(packages, tc.compilers, tc.mpi_name)
+        blas = reframe_conventions.blas_ldflags(packages)
+        features += ["blas"] if blas else []
         environs.append(
             {
                 "name": tc.name,
@@ -495,6 +497,7 @@ def reframe_environments(toolchains, packages, env_vars=()):
                 "cxx": "mpicxx",
                 "ftn": "mpifort",
                 "env_vars": variables + [list(v) for v in env_vars],
+                **({"ldflags": blas} if blas else {}),
                 "extras": {**tc.extras(), **({"omp_flag": flag} if flag else {})},
             }
         )
