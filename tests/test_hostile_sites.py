@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT
 from sitebench.common.errors import SitebenchError
 from sitebench.cli import main
+from sitebench.results import shared_remote, verify
 from exchange_world import (
     TEMPLATE,
     World,
@@ -1146,6 +1147,79 @@ def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp
     )
     assert gamma.cli("pull", "--remote", str(world.bare)).returncode in (0, 3)
     assert gamma.runs("alpha") == sorted([first, third])
+
+
+def _one_key_two_windows(world, signers):
+    """``signers`` (an allowed_signers file) also trusts mallory's key for alpha, but only
+    before the last day: mallory's key is valid for mallory now and for alpha no longer."""
+    mallory = world.site("mallory")
+    ended = time.strftime("%Y%m%d%H%M%SZ", time.gmtime(time.time() - 86400))
+    with open(signers, "a", encoding="utf-8") as out:
+        out.write(f'alpha valid-before="{ended}" {mallory.public}\n')
+    return verify.fingerprint(mallory.public)
+
+
+def _alphas_run_signed_by_mallory(world):
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, site="alpha"))
+    return world.push_as(clone, "results: alpha: 1 run", key=world.site("mallory").key)
+
+
+def test_one_key_trusted_for_two_sites_in_two_windows_signs_for_neither(tmp_path):
+    """A hand-written allowed_signers trusts mallory's key for mallory (always) and for
+    alpha (until yesterday). git checks the key's period for the site find-principals
+    names (mallory, valid now), and the fingerprint maps to both: a run of alpha's signed
+    by it today, outside alpha's window, was accepted. Now the list is refused by name
+    before anything is judged, trust add refuses to build such a list, and once the line
+    goes the run is refused as another site's."""
+    world = _world(tmp_path, protected=False)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    fp = _one_key_two_windows(world, beta.home / "trust" / "allowed_signers")
+    assert _alphas_run_signed_by_mallory(world).returncode == 0
+    honest = alpha.new_run()
+    assert alpha.publish().published
+    with pytest.raises(SitebenchError) as refused:
+        beta.pull()
+    for named in (fp, "alpha and mallory", "one key per site", "trust remove"):
+        assert named in str(refused.value), refused.value
+    assert beta.runs("alpha") == []
+    told = beta.cli("pull", "--remote", str(world.bare))
+    assert told.returncode == 2 and fp in told.stderr, told
+
+    # The fix: the key stays mallory's only; the forged run is refused as another site's.
+    gone = beta.cli("trust", "remove", "alpha", "--fingerprint", fp)
+    assert gone.returncode == 0, gone
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [honest])], pulled
+    assert "runs of alpha signed by" in " | ".join(pulled.refused), pulled
+    # trust add never builds such a list again, here or on a protected remote's.
+    hosted = world.tmp / "hosted.git"
+    shared_remote.init_remote(hosted, world.trust_file("alpha", "mallory"))
+    for where in ([], ["--remote", str(hosted)]):
+        before = beta.cli("trust", "list", *where).stdout
+        added = beta.cli("trust", "add", "alpha", f"{mallory.key}.pub", *where)
+        assert added.returncode == 2, added
+        for named in (fp, "alpha and mallory", "one key per site"):
+            assert named in added.stderr, added.stderr
+        assert beta.cli("trust", "list", *where).stdout == before
+    assert_signed_only_verified(world, alpha)
+
+
+def test_a_protected_remote_refuses_one_key_for_two_sites(tmp_path):
+    """init-remote refuses a trust file giving one key to two sites; a hosted list edited
+    by hand to do so makes its hook refuse the commits that key signs, by name."""
+    world = World(tmp_path, protected=True)
+    world.site("alpha")
+    signers = world.trust_file("alpha", "mallory")
+    fp = _one_key_two_windows(world, signers)
+    with pytest.raises(SitebenchError, match="one key per site") as refused:
+        world.make_remote(signers=signers)
+    assert fp in str(refused.value) and not world.bare.exists()
+    world.make_remote(signers=world.trust_file("alpha", "mallory"))
+    _one_key_two_windows(world, world.bare / "sitebench" / "allowed_signers")
+    pushed = _alphas_run_signed_by_mallory(world)
+    assert pushed.returncode != 0 and "one key per site" in pushed.stderr, pushed.stderr
+    assert fp in pushed.stderr and "alpha and mallory" in pushed.stderr
 
 
 # -- the on-demand path: another site's bulk stays on the remote until show asks ------------
