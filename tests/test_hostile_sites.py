@@ -1510,13 +1510,16 @@ def _garbage_report(doc):
     ],
     ids=["figures_its_report_does_not_hold", "no_report", "report_not_json"],
 )
-def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expected):
+def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expected, capsys):
     """mallory signs a figures.json its report.json does not hold (or has no readable
     report): its figures arrive (a pull never fetches the report), and show, which fetches
-    the report, refuses the run naming it, writing nothing."""
+    the report, refuses the run naming it, writing nothing, and sets it aside: its figures
+    leave the store, and compare, regressions and report each say so in one line."""
     from sitebench.results import store
 
-    beta = world.site("beta")
+    alpha, beta = world.site("alpha"), world.site("beta")
+    honest = alpha.new_run()
+    assert alpha.publish().published
     clone = world.hostile_clone()
     files = run_files(world)
     for name, data in forge(json.loads((TEMPLATE / "report.json").read_text())).items():
@@ -1529,14 +1532,37 @@ def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expect
     pulled = beta.pull()
     assert pulled.refused == [] and ("mallory", [RUN]) in pulled.new, pulled
     with beta.act():
-        assert store.refresh_all()["mallory"] == 1
-    with pytest.raises(SitebenchError, match=expected) as err:
-        beta.show("mallory", RUN)
+        assert store.refresh_all() == {"alpha": 1, "mallory": 1}
+        assert _figure_count(store, "mallory") > 0
+    for _ in range(2):  # refused again: listed once
+        with pytest.raises(SitebenchError, match=expected) as err:
+            beta.show("mallory", RUN)
     message = str(err.value)
     assert f"mallory/{RUN}: the figures every site took of it are not what its report" in message
     assert "nothing written" in message and "do not trust its figures" in err.value.fix
+    assert "set aside here" in message
     assert not (beta.results / "mallory" / RUN).exists()
     assert not list((beta.results / "mallory").glob(".incoming-*"))
+    capsys.readouterr()
+    with beta.act():
+        assert store.refresh_all() == {"alpha": 0, "mallory": 0}
+        assert _figure_count(store, "mallory") == 0 and _figure_count(store, "alpha") > 0
+        for argv in (
+            ["compare", "alpha", "mallory"],
+            ["regressions", "mallory"],
+            ["report", "--out", str(world.tmp / "report.html")],
+            ["exchange", "status"],
+        ):
+            main(argv)
+            shown = capsys.readouterr()
+            lines = [ln for ln in (shown.err + shown.out).splitlines() if "set aside" in ln]
+            assert len(lines) == 1, (argv, shown)
+            assert "1 run(s) of mallory set aside" in lines[0] and RUN in lines[0], lines
+    assert beta.runs("alpha") == [honest] and beta.runs("mallory") == [RUN]
+
+
+def _figure_count(store, site):
+    return store.connect(sites=[site]).sql("SELECT count(*) FROM figures").fetchall()[0][0]
 
 
 def test_a_figures_json_over_the_caps_is_refused(world, monkeypatch):
