@@ -1093,6 +1093,37 @@ def test_a_run_from_the_future_is_refused(tmp_path, protected):
     assert_signed_only_verified(world, alpha)
 
 
+def test_clocks_may_disagree_by_ten_minutes_and_no_more(world):
+    """results/README.md: a run is not dated after its commit, nor a commit after now, with
+    10 minutes of clock skew. mallory pushes a commit dated 5 minutes ahead holding a run
+    named 9 minutes after it (both taken), one dated 15 minutes ahead, and one dated now
+    holding a run named 11 minutes ahead (both refused, by reason)."""
+    beta, mallory = world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    now = time.time()
+
+    def push(commit_ahead, run_ahead, tag):
+        run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now + run_ahead)) + f"-skew{tag}"
+        write_tree(clone, run_files(world, run=run))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + commit_ahead))
+        env = {"GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp}
+        git(clone, "add", "-A")
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
+        ident = ["-c", "user.name=m", "-c", "user.email=m@m"]
+        git(clone, *sign, *ident, "commit", "-qS", "-m", f"results: {tag}", env=env)
+        assert git(clone, "push", "-q", "origin", "HEAD:main", check=False).returncode == 0
+        return run
+
+    within = push(300, 300 + 540, "a")
+    push(900, 0, "b")
+    push(0, 660, "c")
+    pulled = beta.pull()
+    refused = " | ".join(pulled.refused)
+    assert pulled.new == [("mallory", [within])], pulled
+    assert "committed in the future" in refused and "is dated after its commit" in refused
+    assert len(pulled.refused) == 2, pulled
+
+
 @pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
 def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp_path, protected):
     """alpha's key is stolen at ``since``: beta, the host and alpha itself revoke it from
@@ -1442,6 +1473,56 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
         "U"
     }, seen
     assert seen["namespace file"][0][0] == "B" and seen["unsigned"][0][0] == "N", seen
+
+
+@pytest.mark.parametrize(
+    "listing, revoked",
+    [
+        ("alpha,beta {key}", False),
+        ("alph? {key}", False),
+        ('alpha namespaces="git" {key}', False),
+        ("alpha {key}", True),
+    ],
+    ids=["two principals", "a pattern", "another option", "a revocation file"],
+)
+def test_what_the_fast_check_cannot_read_as_git_does_is_left_to_git(tmp_path, listing, revoked):
+    """results/README.md: a trust list with several principals on a line, patterns or other
+    options, or a ``gpg.ssh.revocationFile`` set for git, is judged by git itself, never by
+    the one-ssh-keygen-per-commit check: it says nothing of a commit alpha's key signed,
+    and git's verdict is the one taken (G here, but not where the revocation file names
+    alpha's key: the fast check, which passes git no revocation file, would have said
+    good)."""
+    from sitebench.results import verify
+
+    bare = tmp_path / "r.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    key, public = _keypair(tmp_path, "alpha")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(listing.format(key=" ".join(public)) + "\n")
+    if revoked:
+        revocations = tmp_path / "revoked_keys"
+        revocations.write_text(" ".join(public) + "\n")
+        git(bare, "config", "gpg.ssh.revocationFile", str(revocations))
+    tree = subprocess.run(
+        ["git", "--git-dir", str(bare), "mktree"], input="", capture_output=True, text=True
+    ).stdout.strip()
+    now = int(time.time())
+    payload = (
+        f"tree {tree}\nauthor a <a@a> {now} +0000\n"
+        f"committer a <a@a> {now} +0000\n\nresults: alpha: 1 run\n"
+    )
+    head, _, message = payload.partition("\n\n")
+    armor = _ssh_sign(key, "git")(payload)
+    sha = write_commit(bare, f"{head}\n{_gpgsig(armor)}\n\n{message}")
+    rules = verify.Rules(allowed_signers=str(signers))
+    repo = verify.Git(bare)
+    assert verify.ssh_verified(repo, rules, {sha: "alpha"}) == {}
+    status, fp = verify._logged(repo, rules, [sha], verify=True)[sha][:2]
+    assert (status == "G") != revoked, (status, fp)
+    if revoked:
+        # Without the revocation file, the fast check would have taken it.
+        git(bare, "config", "--unset", "gpg.ssh.revocationFile")
+        assert sha in verify.ssh_verified(repo, rules, {sha: "alpha"})
 
 
 # -- figures.json: what every site takes of a run, audited against its report by show -------
