@@ -17,6 +17,7 @@ import pytest
 from conftest import ROOT
 from sitebench.common.errors import SitebenchError
 from sitebench.cli import main
+from sitebench.results import shared_remote, verify
 from exchange_world import (
     TEMPLATE,
     World,
@@ -1092,6 +1093,37 @@ def test_a_run_from_the_future_is_refused(tmp_path, protected):
     assert_signed_only_verified(world, alpha)
 
 
+def test_clocks_may_disagree_by_ten_minutes_and_no_more(world):
+    """results/README.md: a run is not dated after its commit, nor a commit after now, with
+    10 minutes of clock skew. mallory pushes a commit dated 5 minutes ahead holding a run
+    named 9 minutes after it (both taken), one dated 15 minutes ahead, and one dated now
+    holding a run named 11 minutes ahead (both refused, by reason)."""
+    beta, mallory = world.site("beta"), world.site("mallory")
+    clone = world.hostile_clone()
+    now = time.time()
+
+    def push(commit_ahead, run_ahead, tag):
+        run = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now + run_ahead)) + f"-skew{tag}"
+        write_tree(clone, run_files(world, run=run))
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + commit_ahead))
+        env = {"GIT_COMMITTER_DATE": stamp, "GIT_AUTHOR_DATE": stamp}
+        git(clone, "add", "-A")
+        sign = ["-c", "gpg.format=ssh", "-c", f"user.signingKey={mallory.key}"]
+        ident = ["-c", "user.name=m", "-c", "user.email=m@m"]
+        git(clone, *sign, *ident, "commit", "-qS", "-m", f"results: {tag}", env=env)
+        assert git(clone, "push", "-q", "origin", "HEAD:main", check=False).returncode == 0
+        return run
+
+    within = push(300, 300 + 540, "a")
+    push(900, 0, "b")
+    push(0, 660, "c")
+    pulled = beta.pull()
+    refused = " | ".join(pulled.refused)
+    assert pulled.new == [("mallory", [within])], pulled
+    assert "committed in the future" in refused and "is dated after its commit" in refused
+    assert len(pulled.refused) == 2, pulled
+
+
 @pytest.mark.parametrize("protected", [False, True], ids=["plain remote", "init-remote"])
 def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp_path, protected):
     """alpha's key is stolen at ``since``: beta, the host and alpha itself revoke it from
@@ -1146,6 +1178,79 @@ def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp
     )
     assert gamma.cli("pull", "--remote", str(world.bare)).returncode in (0, 3)
     assert gamma.runs("alpha") == sorted([first, third])
+
+
+def _one_key_two_windows(world, signers):
+    """``signers`` (an allowed_signers file) also trusts mallory's key for alpha, but only
+    before the last day: mallory's key is valid for mallory now and for alpha no longer."""
+    mallory = world.site("mallory")
+    ended = time.strftime("%Y%m%d%H%M%SZ", time.gmtime(time.time() - 86400))
+    with open(signers, "a", encoding="utf-8") as out:
+        out.write(f'alpha valid-before="{ended}" {mallory.public}\n')
+    return verify.fingerprint(mallory.public)
+
+
+def _alphas_run_signed_by_mallory(world):
+    clone = world.hostile_clone()
+    write_tree(clone, run_files(world, site="alpha"))
+    return world.push_as(clone, "results: alpha: 1 run", key=world.site("mallory").key)
+
+
+def test_one_key_trusted_for_two_sites_in_two_windows_signs_for_neither(tmp_path):
+    """A hand-written allowed_signers trusts mallory's key for mallory (always) and for
+    alpha (until yesterday). git checks the key's period for the site find-principals
+    names (mallory, valid now), and the fingerprint maps to both: a run of alpha's signed
+    by it today, outside alpha's window, was accepted. Now the list is refused by name
+    before anything is judged, trust add refuses to build such a list, and once the line
+    goes the run is refused as another site's."""
+    world = _world(tmp_path, protected=False)
+    alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
+    fp = _one_key_two_windows(world, beta.home / "trust" / "allowed_signers")
+    assert _alphas_run_signed_by_mallory(world).returncode == 0
+    honest = alpha.new_run()
+    assert alpha.publish().published
+    with pytest.raises(SitebenchError) as refused:
+        beta.pull()
+    for named in (fp, "alpha and mallory", "one key per site", "trust remove"):
+        assert named in str(refused.value), refused.value
+    assert beta.runs("alpha") == []
+    told = beta.cli("pull", "--remote", str(world.bare))
+    assert told.returncode == 2 and fp in told.stderr, told
+
+    # The fix: the key stays mallory's only; the forged run is refused as another site's.
+    gone = beta.cli("trust", "remove", "alpha", "--fingerprint", fp)
+    assert gone.returncode == 0, gone
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [honest])], pulled
+    assert "runs of alpha signed by" in " | ".join(pulled.refused), pulled
+    # trust add never builds such a list again, here or on a protected remote's.
+    hosted = world.tmp / "hosted.git"
+    shared_remote.init_remote(hosted, world.trust_file("alpha", "mallory"))
+    for where in ([], ["--remote", str(hosted)]):
+        before = beta.cli("trust", "list", *where).stdout
+        added = beta.cli("trust", "add", "alpha", f"{mallory.key}.pub", *where)
+        assert added.returncode == 2, added
+        for named in (fp, "alpha and mallory", "one key per site"):
+            assert named in added.stderr, added.stderr
+        assert beta.cli("trust", "list", *where).stdout == before
+    assert_signed_only_verified(world, alpha)
+
+
+def test_a_protected_remote_refuses_one_key_for_two_sites(tmp_path):
+    """init-remote refuses a trust file giving one key to two sites; a hosted list edited
+    by hand to do so makes its hook refuse the commits that key signs, by name."""
+    world = World(tmp_path, protected=True)
+    world.site("alpha")
+    signers = world.trust_file("alpha", "mallory")
+    fp = _one_key_two_windows(world, signers)
+    with pytest.raises(SitebenchError, match="one key per site") as refused:
+        world.make_remote(signers=signers)
+    assert fp in str(refused.value) and not world.bare.exists()
+    world.make_remote(signers=world.trust_file("alpha", "mallory"))
+    _one_key_two_windows(world, world.bare / "sitebench" / "allowed_signers")
+    pushed = _alphas_run_signed_by_mallory(world)
+    assert pushed.returncode != 0 and "one key per site" in pushed.stderr, pushed.stderr
+    assert fp in pushed.stderr and "alpha and mallory" in pushed.stderr
 
 
 # -- the on-demand path: another site's bulk stays on the remote until show asks ------------
@@ -1370,6 +1475,56 @@ def test_one_ssh_keygen_per_commit_reads_every_signature_as_git_does(tmp_path):
     assert seen["namespace file"][0][0] == "B" and seen["unsigned"][0][0] == "N", seen
 
 
+@pytest.mark.parametrize(
+    "listing, revoked",
+    [
+        ("alpha,beta {key}", False),
+        ("alph? {key}", False),
+        ('alpha namespaces="git" {key}', False),
+        ("alpha {key}", True),
+    ],
+    ids=["two principals", "a pattern", "another option", "a revocation file"],
+)
+def test_what_the_fast_check_cannot_read_as_git_does_is_left_to_git(tmp_path, listing, revoked):
+    """results/README.md: a trust list with several principals on a line, patterns or other
+    options, or a ``gpg.ssh.revocationFile`` set for git, is judged by git itself, never by
+    the one-ssh-keygen-per-commit check: it says nothing of a commit alpha's key signed,
+    and git's verdict is the one taken (G here, but not where the revocation file names
+    alpha's key: the fast check, which passes git no revocation file, would have said
+    good)."""
+    from sitebench.results import verify
+
+    bare = tmp_path / "r.git"
+    git(tmp_path, "init", "-q", "--bare", str(bare))
+    key, public = _keypair(tmp_path, "alpha")
+    signers = tmp_path / "allowed_signers"
+    signers.write_text(listing.format(key=" ".join(public)) + "\n")
+    if revoked:
+        revocations = tmp_path / "revoked_keys"
+        revocations.write_text(" ".join(public) + "\n")
+        git(bare, "config", "gpg.ssh.revocationFile", str(revocations))
+    tree = subprocess.run(
+        ["git", "--git-dir", str(bare), "mktree"], input="", capture_output=True, text=True
+    ).stdout.strip()
+    now = int(time.time())
+    payload = (
+        f"tree {tree}\nauthor a <a@a> {now} +0000\n"
+        f"committer a <a@a> {now} +0000\n\nresults: alpha: 1 run\n"
+    )
+    head, _, message = payload.partition("\n\n")
+    armor = _ssh_sign(key, "git")(payload)
+    sha = write_commit(bare, f"{head}\n{_gpgsig(armor)}\n\n{message}")
+    rules = verify.Rules(allowed_signers=str(signers))
+    repo = verify.Git(bare)
+    assert verify.ssh_verified(repo, rules, {sha: "alpha"}) == {}
+    status, fp = verify._logged(repo, rules, [sha], verify=True)[sha][:2]
+    assert (status == "G") != revoked, (status, fp)
+    if revoked:
+        # Without the revocation file, the fast check would have taken it.
+        git(bare, "config", "--unset", "gpg.ssh.revocationFile")
+        assert sha in verify.ssh_verified(repo, rules, {sha: "alpha"})
+
+
 # -- figures.json: what every site takes of a run, audited against its report by show -------
 
 
@@ -1436,13 +1591,16 @@ def _garbage_report(doc):
     ],
     ids=["figures_its_report_does_not_hold", "no_report", "report_not_json"],
 )
-def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expected):
+def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expected, capsys):
     """mallory signs a figures.json its report.json does not hold (or has no readable
     report): its figures arrive (a pull never fetches the report), and show, which fetches
-    the report, refuses the run naming it, writing nothing."""
+    the report, refuses the run naming it, writing nothing, and sets it aside: its figures
+    leave the store, and compare, regressions and report each say so in one line."""
     from sitebench.results import store
 
-    beta = world.site("beta")
+    alpha, beta = world.site("alpha"), world.site("beta")
+    honest = alpha.new_run()
+    assert alpha.publish().published
     clone = world.hostile_clone()
     files = run_files(world)
     for name, data in forge(json.loads((TEMPLATE / "report.json").read_text())).items():
@@ -1455,14 +1613,37 @@ def test_figures_a_report_does_not_back_are_refused_by_show(world, forge, expect
     pulled = beta.pull()
     assert pulled.refused == [] and ("mallory", [RUN]) in pulled.new, pulled
     with beta.act():
-        assert store.refresh_all()["mallory"] == 1
-    with pytest.raises(SitebenchError, match=expected) as err:
-        beta.show("mallory", RUN)
+        assert store.refresh_all() == {"alpha": 1, "mallory": 1}
+        assert _figure_count(store, "mallory") > 0
+    for _ in range(2):  # refused again: listed once
+        with pytest.raises(SitebenchError, match=expected) as err:
+            beta.show("mallory", RUN)
     message = str(err.value)
     assert f"mallory/{RUN}: the figures every site took of it are not what its report" in message
     assert "nothing written" in message and "do not trust its figures" in err.value.fix
+    assert "set aside here" in message
     assert not (beta.results / "mallory" / RUN).exists()
     assert not list((beta.results / "mallory").glob(".incoming-*"))
+    capsys.readouterr()
+    with beta.act():
+        assert store.refresh_all() == {"alpha": 0, "mallory": 0}
+        assert _figure_count(store, "mallory") == 0 and _figure_count(store, "alpha") > 0
+        for argv in (
+            ["compare", "alpha", "mallory"],
+            ["regressions", "mallory"],
+            ["report", "--out", str(world.tmp / "report.html")],
+            ["exchange", "status"],
+        ):
+            main(argv)
+            shown = capsys.readouterr()
+            lines = [ln for ln in (shown.err + shown.out).splitlines() if "set aside" in ln]
+            assert len(lines) == 1, (argv, shown)
+            assert "1 run(s) of mallory set aside" in lines[0] and RUN in lines[0], lines
+    assert beta.runs("alpha") == [honest] and beta.runs("mallory") == [RUN]
+
+
+def _figure_count(store, site):
+    return store.connect(sites=[site]).sql("SELECT count(*) FROM figures").fetchall()[0][0]
 
 
 def test_a_figures_json_over_the_caps_is_refused(world, monkeypatch):

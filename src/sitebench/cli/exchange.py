@@ -203,10 +203,12 @@ def _status(args):
             f"{_mib(r.packed_bytes):>10} {r.refused:>7}  {oldest:<16} {limits}"
         )
     from sitebench.common.terminal import shown
-    from sitebench.results import registry, store
+    from sitebench.results import refused_figures, registry, store
 
     for site, runs in sorted(registry.retracted(ex).items()):
         print(shown(store.retracted_message(site, runs)))
+    for site, runs in sorted(refused_figures.listed(ex).items()):
+        print(shown(refused_figures.message(site, runs)))
     disk, files = retention.du_bytes(ex.results_root)
     print(
         f"results/ on disk: {_mib(disk)} MiB in {files} files (du -s, .exchange included); "

@@ -41,7 +41,8 @@ from pathlib import Path
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import figures_file, limits, quarantine, registry, trust, verify
+from sitebench.results import figures_file, limits, quarantine, refused_figures, registry
+from sitebench.results import trust, verify
 from sitebench.results.figures_file import FIGURES_FILE
 from sitebench.results.rundirs import run_dirs
 from sitebench.sites import site_settings
@@ -568,7 +569,7 @@ class Exchange:
         self._judge_total(tree, files, rules, f"{site}/{run}")
         self._fetch_run(tree, rules, f"{site}/{run}")
         self._check_run_sizes(tree, files, rules, f"{site}/{run}")
-        self._audit_figures(files, f"{site}/{run}")
+        self._audit_figures(files, site, run, tree)
         site_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".incoming-show-{run}-", dir=site_dir))
         try:
@@ -589,10 +590,12 @@ class Exchange:
             raise
         return dest
 
-    def _audit_figures(self, files, shown):
+    def _audit_figures(self, files, site, run, tree):
         """Refuse a run whose ``figures.json`` (what every site took of it, and compares
         with) is not what its own ``report.json`` holds (:func:`figures_file.audit`): its
-        site signed figures its report does not back. A run without one: nothing to audit."""
+        site signed figures its report does not back. The run is set aside here
+        (:mod:`.refused_figures`): its figures leave the store. A run without one: nothing
+        to audit."""
         blobs = {rel: blob for rel, _, blob in files}
         if FIGURES_FILE not in blobs:
             return
@@ -600,9 +603,11 @@ class Exchange:
             self._blob(blobs.get(figures_file.REPORT_FILE)), self._blob(blobs[FIGURES_FILE])
         )
         if why:
+            refused_figures.record(self, site, run, tree, why)
             raise SitebenchError(
-                f"{shown}: the figures every site took of it are not what its report holds: "
-                f"{why}; nothing written",
+                f"{site}/{run}: the figures every site took of it are not what its report "
+                f"holds: {why}; nothing written, and the run is set aside here (its figures "
+                "are out of compare, regressions and report)",
                 f"its site signed a {FIGURES_FILE} its {figures_file.REPORT_FILE} does not "
                 "back: do not trust its figures, and tell its admins",
             )

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
 from sitebench.results import verify
-from sitebench.results.trust import RULES_DIR
+from sitebench.results.trust import RULES_DIR, check_one_key_per_site
 
 
 def _git(bare, *args, stdin=None):
@@ -51,6 +51,7 @@ def init_remote(path, trust_file, branch="main", unsigned_sites=(), max_file=Non
             "name a new directory: init-remote never changes an existing repository",
         )
     trusted = verify.read_allowed_signers(trust_file)
+    check_one_key_per_site(trusted, trust_file)
     if not trusted and not unsigned_sites:
         raise SitebenchError(
             f"{trust_file} trusts no key",

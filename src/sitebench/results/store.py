@@ -41,7 +41,8 @@ from sitebench.common import paths
 from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.common.errors import SitebenchError
-from sitebench.results import exchange_runs, registry, runfiles, site_warnings
+from sitebench.results import exchange_runs, refused_figures, registry, runfiles
+from sitebench.results import site_warnings
 from sitebench.results.exchange import Exchange
 from sitebench.results.rundirs import (
     INDEXED_FILES,
@@ -482,6 +483,12 @@ class _SiteRefresh:
             # in compare, regressions or references.
             stale |= {name for name in known if name in retracted}
             say(retracted_message(site, retracted))
+        refused = _figures_refused(site, results_root)
+        if refused:
+            # Runs whose report show found not backing their figures: out, said each time.
+            stale |= {name for name in known if name in refused}
+            say(refused_figures.message(site, refused))
+        self.set_aside = set_aside = set(retracted) | set(refused)
         before_drop = known
         self.known = known = _drop_segments(base, known, stale, segments if known else None)
         restated = restated or len(known) != listed
@@ -508,7 +515,7 @@ class _SiteRefresh:
             and name not in stale
             and name not in coming
         ]
-        self.incoming = [entry for entry in incoming if entry[1] not in retracted]
+        self.incoming = [entry for entry in incoming if entry[1] not in set_aside]
         self.restated = restated or self.log_end != state.get("offset", 0)
 
     def finish(self, loaded):
@@ -520,7 +527,7 @@ class _SiteRefresh:
         new = [
             p
             for name, p in sorted(self.on_disk.items())
-            if name not in self.known and name not in arriving and name not in self.retracted
+            if name not in self.known and name not in arriving and name not in self.set_aside
         ]
         figure_rows, run_rows, added = {name: [] for name in FIGURES.names}, [], {}
 
@@ -580,6 +587,12 @@ def _retracted(site, results_root):
     """{run: (commit, key, since)} of ``site``'s runs retracted here (a revoked key)."""
     ex = Exchange(results_root or paths.results_dir())
     return registry.retracted(ex).get(site, {}) if ex.exists else {}
+
+
+def _figures_refused(site, results_root):
+    """{run: (tree, why)} of ``site``'s runs whose figures show refused here."""
+    ex = Exchange(results_root or paths.results_dir())
+    return refused_figures.listed(ex).get(site, {}) if ex.exists else {}
 
 
 def retracted_message(site, runs):

@@ -148,11 +148,37 @@ def add(site, keyfile, remote=None, valid_after=None, valid_before=None):
         if when
     )
     line = f"{site} {options} {key}" if options else f"{site} {key}"
+    _one_site_per_key([(site, fp)], lines, signers)
     same = [ln for ln in lines if _entry(ln)[:2] == (site, fp)]
     if same and (not options or same == [line]):
         return fp
     _write(signers, [ln for ln in lines if ln not in same] + [line])
     return fp
+
+
+def _one_site_per_key(adding, lines, signers):
+    """Refuse to trust a key for a site when ``lines`` trust it for another already."""
+    owners = {}
+    for principal, fp, _, _ in map(_entry, lines):
+        if fp:
+            owners.setdefault(fp, set()).add(principal)
+    for site, fp in adding:
+        others = sorted(owners.get(fp, set()) - {site})
+        if others:
+            raise SitebenchError(
+                f"{signers}: {verify.shared_key_reason(fp, sorted({site, *others}))}",
+                f"nothing was changed; {site} makes its own key with ./sitebench trust key "
+                f"{site}, and you trust that one",
+            )
+
+
+def check_one_key_per_site(trusted, signers):
+    """Refuse a trust list giving one key to two sites (a hand-written allowed_signers)."""
+    for fp, sites in verify.shared_keys(trusted):
+        raise SitebenchError(
+            f"{signers}: {verify.shared_key_reason(fp, sites)}",
+            "nothing was accepted with this list; fix it, then pull again",
+        )
 
 
 def revoke(site, since, fp=None, remote=None):
@@ -258,11 +284,13 @@ def rules(prefix="", max_file=None, max_run=None):
     if not signers.exists():
         # git needs the file to exist to verify at all; an empty one trusts no key.
         _write(signers, [])
+    trusted = read_allowed_signers(signers)
+    check_one_key_per_site(trusted, signers)
     return Rules(
         prefix=prefix,
         max_file=max_file or int(os.environ.get("SITEBENCH_EXCHANGE_MAX_FILE", verify.MAX_FILE)),
         max_run=max_run or int(os.environ.get("SITEBENCH_EXCHANGE_MAX_RUN", verify.MAX_RUN)),
-        trusted=read_allowed_signers(signers),
+        trusted=trusted,
         unsigned_sites=frozenset(s.strip() for s in _lines(unsigned_file()) if s.strip()),
         allowed_signers=str(signers),
         registry_host=_pinned_host(),
@@ -320,4 +348,5 @@ def merge_lines(lines):
     line of its site and key here; the other lines stay."""
     incoming = {_entry(line)[:2]: line for line in lines}
     kept = [ln for ln in _lines(allowed_signers_file()) if _entry(ln)[:2] not in incoming]
+    _one_site_per_key(list(incoming), kept + list(incoming.values()), allowed_signers_file())
     _write(allowed_signers_file(), kept + list(incoming.values()))

@@ -154,6 +154,24 @@ def read_allowed_signers(path):
     return trusted
 
 
+def shared_keys(trusted):
+    """[(fingerprint, [sites])] of the keys ``trusted`` ({fingerprint: {sites}}) lists for
+    more than one site. git checks a key's validity period for the one site it names
+    (find-principals at the commit's time), and the fingerprint maps to every site: one
+    site's period would vouch for another's runs, and revoking the key for one site would
+    leave it signing for the other. A key belongs to one site, as in the registry."""
+    return [(fp, sorted(sites)) for fp, sites in sorted(trusted.items()) if len(sites) > 1]
+
+
+def shared_key_reason(fp, sites):
+    return (
+        f"the key {fp} is trusted for {' and '.join(sites)}: one key per site (git checks "
+        "its validity period for one of them only, and it would vouch for the others' runs); "
+        f"keep it for its own site only (./sitebench trust remove SITE --fingerprint {fp} "
+        "for the others) and trust each site's own key (./sitebench trust key SITE)"
+    )
+
+
 class BatchReader:
     """One ``git cat-file --batch`` kept open and asked one object at a time: the objects of
     many commits or runs from one process, one held at a time. ``argv``: the git command
@@ -1231,9 +1249,13 @@ def _check_signature(signature, sites, rules):
         )
     if status not in ("G", "U") or not key:
         return f"bad signature (git verify-commit status {status!r})"
+    if unsigned_ok and status != "G":
+        return ""
+    if len(rules.trusted.get(key, ())) > 1 and not unsigned_ok:
+        # Which site's period git checked is unknown (a hand-written list, or a local key
+        # merged with the registry's): never judged.
+        return shared_key_reason(key, sorted(rules.trusted[key]))
     if status != "G":
-        if unsigned_ok:
-            return ""
         if key in rules.trusted:
             return (
                 f"signed by {key}, trusted for {', '.join(sorted(rules.trusted[key]))} but not "
