@@ -268,33 +268,47 @@ class Exchange:
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
         )
 
-    def index_blobs(self, tip, accepted, prefix):
+    def index_blobs(self, tip, accepted, prefix, changes=None):
         """{(path, blob)} of the files every run of ``accepted..tip`` adds under
         :func:`index_paths` (what verification sizes and the store reads) and of the
-        registry: what a pull fetches. The rest of a run (its bulk) stays on the remote."""
+        registry: what a pull fetches. The rest of a run (its bulk) stays on the remote.
+        ``changes``: the range's changes (:func:`verify.read_range`), read here when None."""
+        if not changes:
+            changes = self._logged_changes(tip, accepted)
         # Each commit's additions, run by run: what a run holds is judged in the commit
         # that adds it (a later commit adding to it is refused, and takes nothing along).
+        added, wanted = {}, set()
+        for commit, entries in changes.items():
+            for _status, mode, blob, path in entries:
+                if mode not in verify.REGULAR_MODES:
+                    continue
+                inside = verify.in_run(path, prefix)
+                if inside:
+                    run = (commit, path[: len(path) - len(inside)])
+                    added.setdefault(run, []).append((inside, path, blob))
+                elif path == verify.REGISTRY_FILE:
+                    wanted.add((path, blob))  # verified against the registry before it
+        for files in added.values():
+            taken = index_paths(inside for inside, _, _ in files)
+            wanted.update((path, blob) for inside, path, blob in files if inside.startswith(taken))
+        return wanted
+
+    def _logged_changes(self, tip, accepted):
+        """{commit: [(status, new mode, new blob, path)]} of ``accepted..tip`` by ``git log``
+        (where one ``diff-tree`` of the range failed on a commit it could not read)."""
         args = ["log", "--raw", "--no-abbrev", "-r", "-z", "--no-renames", "--format=%x01%H"]
         args += [tip, "--not", accepted] if accepted else [tip]
         raw = iter(self.read(*args).stdout.split(b"\0"))
-        added, wanted, commit = {}, set(), ""
+        changes, commit = {}, ""
         for token in raw:
             if token.startswith(b"\x01"):
                 commit = token[1:].decode()
                 continue
             meta = token.decode(errors="replace").strip().lstrip(":").split()
             path = next(raw, b"").decode("utf-8", errors="surrogateescape")
-            if len(meta) >= 5 and meta[1] in verify.REGULAR_MODES:
-                inside = verify.in_run(path, prefix)
-                if inside:
-                    run = (commit, path[: len(path) - len(inside)])
-                    added.setdefault(run, []).append((inside, path, meta[3]))
-                elif path == verify.REGISTRY_FILE:
-                    wanted.add((path, meta[3]))  # verified against the registry before it
-        for files in added.values():
-            taken = index_paths(inside for inside, _, _ in files)
-            wanted.update((path, blob) for inside, path, blob in files if inside.startswith(taken))
-        return wanted
+            if len(meta) >= 5:
+                changes.setdefault(commit, []).append((meta[4][:1], meta[1], meta[3], path))
+        return changes
 
     def fetch_index_blobs(self, wanted):
         """Fetch in one go the blobs :meth:`index_blobs` names; git's client asks only for
@@ -334,8 +348,12 @@ class Exchange:
             self.git("merge-base", "--is-ancestor", accepted, tip, check=False).returncode == 0
         )
         fetched = OLDER_INDEX_PATHS + INDEX_PATHS  # a rewrite: refused before any is sized
+        git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
+        # The range's commits and changes, read once for the blobs fetched, the rules and the
+        # limits (a rewrite is refused by check_range before any is read).
+        read = verify.read_range(git, accepted, tip) if ancestor else None
         if ancestor:
-            wanted = self.index_blobs(tip, accepted, rules.prefix)
+            wanted = self.index_blobs(tip, accepted, rules.prefix, read[1])
             fetched = frozenset(path for path, _ in wanted)
             try:
                 self.fetch_index_blobs(wanted)
@@ -343,9 +361,8 @@ class Exchange:
                 pass  # a blob not served: its commit is refused ("its content is missing")
         # A remote that ignored the filter sent every blob: all are sized, as before.
         rules.sized_only = () if pulled.whole else fetched
-        git = verify.Git(self.git_dir, config=[NO_LAZY_FETCH[1]])
         refused_before = self._quarantined_commits()
-        verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
+        verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read)
         for _ in range(REGISTRY_ROUNDS):
             # A registry change accepted on the way (a rotation, a new site) is taken in,
             # then the range is judged again with the keys it gave: runs a rotated key
@@ -355,12 +372,17 @@ class Exchange:
                 break
             sized_only, rules = rules.sized_only, trust.rules(prefix=rules.prefix)
             rules.sized_only = sized_only
-            verdicts = verify.check_range(git, accepted, tip, rules, refused_before)
+            verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read)
         # What one site may add (results.limits), then every new refusal quarantined at once
         # (a commit refused before, or a rewritten history, is not logged again here).
         settings = limits.configured(self.git_dir, self.setting("site"))
         verdicts, usage = limits.screen(
-            self.git_dir, verdicts, rules.prefix, settings, sized_only=rules.sized_only
+            self.git_dir,
+            verdicts,
+            rules.prefix,
+            settings,
+            sized_only=rules.sized_only,
+            changes=read[1] if read else None,
         )
         fresh = [
             v

@@ -83,11 +83,15 @@ def _fetched(path, prefix, sized_only):
     return verify.sized(path, prefix, sized_only)
 
 
-def additions(git_dir, verdicts, prefix, sized_only=()):
+def additions(git_dir, verdicts, prefix, sized_only=(), read=None):
     """{commit: {site: [1, runs, files, bytes]}} of the accepted verdicts that add runs;
-    bytes are those this copy fetched (``sized_only``: the paths a partial copy fetches)."""
+    bytes are those this copy fetched (``sized_only``: the paths a partial copy fetches).
+    ``read``: the range's changes the pull read already (:func:`verify.read_range`)."""
     commits = [v.commit for v in verdicts if v.ok and v.runs]
-    changes = changes_by_commit(git_dir, commits)
+    if read is not None and all(c in read for c in commits):
+        changes = {c: [(blob, path) for _, _, blob, path in read[c]] for c in commits}
+    else:
+        changes = changes_by_commit(git_dir, commits)
     sizes = _sizes(
         git_dir,
         [
@@ -217,10 +221,10 @@ def _over(site, counts, night, total, limits):
     return ""
 
 
-def screen(git_dir, verdicts, prefix, settings, now=None, sized_only=()):
+def screen(git_dir, verdicts, prefix, settings, now=None, sized_only=(), changes=None):
     """(verdicts, usage): the accepted verdicts that would take their site over a bound
     turned into refusals, in order; ``usage`` holds the others and is saved by the caller
-    once they are accepted."""
+    once they are accepted. ``changes``: the range's, read once by the pull."""
     now = time.time() if now is None else now
     accepted = None
     proc = subprocess.run(
@@ -239,7 +243,7 @@ def screen(git_dir, verdicts, prefix, settings, now=None, sized_only=()):
     if proc.returncode == 0:
         accepted = proc.stdout.strip()
     usage = Usage.load(git_dir, prefix, accepted)
-    added = additions(git_dir, verdicts, prefix, sized_only)
+    added = additions(git_dir, verdicts, prefix, sized_only, changes)
     screened = []
     for verdict in verdicts:
         per_site = added.get(verdict.commit)

@@ -308,7 +308,19 @@ class Git:
         return {p[0]: p[1] for p in (ln.split() for ln in out.splitlines()) if len(p) == 3}
 
 
-def check_range(git, old, new, rules, refused=frozenset()):
+def read_range(git, old, new):
+    """([[commit, *parents]] of ``old..new`` in order (``old`` None: from the root), {commit:
+    its changes against its parent} (:func:`changes_of`)): what the pull's readers (the blobs
+    it fetches, the rules, the limits) all read, read once and handed to each."""
+    spec = [f"{old}..{new}"] if old and old != ZERO else [new]
+    listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
+    commits = [line.split() for line in listing.splitlines() if line.strip()]
+    # Every commit's changes against its parent from one git process (10,000 empty commits
+    # cost one diff-tree); a commit after a refused one is read against the last accepted.
+    return commits, changes_of(git, [c[0] for c in commits if len(c) <= 2])
+
+
+def check_range(git, old, new, rules, refused=frozenset(), read=None):
     """[Verdict] for every commit of ``old..new`` (``old`` None or zeros: from the root), in
     order; a single refusing verdict for ``new`` when ``old`` is not in its history (a
     rewrite of what was accepted).
@@ -316,7 +328,8 @@ def check_range(git, old, new, rules, refused=frozenset()):
     Each commit is judged against the last commit *accepted* (``old`` at first), not only its
     parent: a refused commit leaves nothing behind, and a later commit that leaves its content
     out (as publish does, naming it) is judged on what it adds. Commits in ``refused`` (refused
-    here before) get :data:`REFUSED_BEFORE` without a second look."""
+    here before) get :data:`REFUSED_BEFORE` without a second look. ``read``: what
+    :func:`read_range` read of the range already (read here when None)."""
     if old and old != ZERO:
         if git.run("merge-base", "--is-ancestor", old, new, check=False).returncode != 0:
             return [
@@ -329,11 +342,7 @@ def check_range(git, old, new, rules, refused=frozenset()):
         spec = [f"{old}..{new}"]
     else:
         old, spec = None, [new]
-    listing = git.text("rev-list", "--reverse", "--topo-order", "--parents", *spec)
-    commits = [line.split() for line in listing.splitlines() if line.strip()]
-    # Every commit's changes against its parent from one git process (10,000 empty commits
-    # cost one diff-tree); a commit after a refused one is read against the last accepted.
-    changes = changes_of(git, [c[0] for c in commits if len(c) <= 2])
+    commits, changes = read if read is not None else read_range(git, old, new)
     # The signatures are checked (ssh-keygen, one per core) while the trees are read: every
     # commit's against its parent's, a few hundred commits at a time, and the sizes of what
     # they add.
@@ -959,22 +968,45 @@ def _check_trees(git, commit, base):
 def _walk_trees(git, commit, base):
     """(reason, the new files [(sha, kind its mode says, path)], the trees listing them, the
     paths changed that ``base`` held too) of :func:`_check_trees`, all but the check of each
-    file's object type."""
-    tree = _tree_of(git, commit)
-    pending = [(tree, _tree_of(git, base) if base else None, "")]
-    leaves, holders, existed = [], set(), set()  # the new files, the trees that list them
+    file's object type; RuntimeError when git cannot read ``commit`` or ``base``."""
+    walk = _walk_many(git, [(commit, base)]).get(commit)
+    if walk is None:
+        raise RuntimeError(f"{commit[:12]} is not a commit here")
+    return walk
+
+
+def _walk_many(git, pairs):
+    """{commit: :func:`_walk_trees` of it against its base} for [(commit, base or None)],
+    walked level by level for all of them at once: one ``cat-file`` round trip per level of
+    folders, not per commit and level. Each commit's trees are read in the order a walk of it
+    alone reads them, so it gets the same first reason. A commit git cannot read (or whose
+    base it cannot read) is left out."""
+    heads = git.objects(sorted({c for pair in pairs for c in pair if c}))
+    walks, pending = {}, []
+    for commit, base in pairs:
+        tree, old = _commit_tree(heads, commit), _commit_tree(heads, base) if base else None
+        if tree is None or (base and old is None):
+            continue
+        walks[commit] = ("", [], set(), set())
+        pending.append((commit, tree, old, ""))
     while pending:
-        wanted = [t for t, _, _ in pending] + [b for _, b, _ in pending if b]
+        wanted = [t for _, t, _, _ in pending] + [b for _, _, b, _ in pending if b]
         objects = git.objects(wanted)
         later = []
-        for sha, old, where in pending:
+        for commit, sha, old, where in pending:
+            reason, leaves, holders, existed = walks[commit]
+            if reason:
+                continue  # refused at an earlier tree: the rest of it is never read
             kind, data = objects.get(sha, ("missing", b""))
             if kind != "tree":
-                return f"{_shown(where or '/')} is a {kind}, listed as a tree", [], set(), set()
+                walks[commit] = (f"{_shown(where or '/')} is a {kind}, listed as a tree",)
+                walks[commit] += ([], set(), set())
+                continue
             entries, reason = _tree_entries(data)
             if reason:
                 why = f"malformed tree {_shown(where or '/')}: {reason} (git fsck refuses it)"
-                return why, [], set(), set()
+                walks[commit] = (why, [], set(), set())
+                continue
             before = _tree_entries(objects.get(old, ("", b""))[1])[0] if old else {}
             for name, (mode, sub) in entries.items():
                 if before.get(name) == (mode, sub):
@@ -984,12 +1016,20 @@ def _walk_trees(git, commit, base):
                     existed.add(path)
                 if mode == b"40000":
                     old_mode, old_sub = before.get(name, (None, None))
-                    later.append((sub, old_sub if old_mode == b"40000" else None, path + "/"))
+                    sub_old = old_sub if old_mode == b"40000" else None
+                    later.append((commit, sub, sub_old, path + "/"))
                 elif mode != b"160000":
                     leaves.append((sub, ENTRY_TYPES[mode], path))
                     holders.add(sha)
-        pending = later
-    return "", leaves, holders, existed
+        pending = [item for item in later if not walks[item[0]][0]]
+    return walks
+
+
+def _commit_tree(objects, commit):
+    kind, data = objects.get(commit, ("missing", b""))
+    if kind != "commit" or not data.startswith(b"tree "):
+        return None
+    return data[5:45].decode()
 
 
 def _leaf_kinds(git, walks):
@@ -1027,17 +1067,32 @@ TREES_AT_ONCE = 256
 
 def tree_reasons(git, commits):
     """{commit: (:func:`_check_trees` of it against its parent, the paths it changes that
-    its parent held)} for each [commit, parent] (or [root]), a few hundred commits' files
-    typed by one ``rev-list`` and one ``cat-file`` (not two processes per commit); a commit
-    git cannot read is left out (judged alone)."""
+    its parent held)} for each [commit, parent] (or [root]), a few hundred commits' trees
+    walked together (:func:`_walk_many`) and their files typed by one ``rev-list`` and one
+    ``cat-file``, the range's shares read at once, one per core (each by a ``cat-file`` of
+    its own); a commit git cannot read is left out (judged alone)."""
+    size = max(1, -(-len(commits) // _cores()))
+    shares = [commits[at : at + size] for at in range(0, len(commits), size)]
+    if len(shares) <= 1:
+        return _tree_share(git, commits)
+    found = {}
+    readers = [git.twin() for _ in shares]
+    try:
+        with ThreadPoolExecutor(max_workers=_cores()) as pool:
+            for part in pool.map(_tree_share, readers, shares):
+                found.update(part)
+    finally:
+        for reader in readers:
+            reader.close()
+    return found
+
+
+def _tree_share(git, commits):
     found = {}
     for at in range(0, len(commits), TREES_AT_ONCE):
-        walks = {}
-        for commit, *parent in commits[at : at + TREES_AT_ONCE]:
-            try:
-                walks[commit] = _walk_trees(git, commit, parent[0] if parent else None)
-            except RuntimeError:
-                continue
+        part = commits[at : at + TREES_AT_ONCE]
+        walks = _walk_many(git, [(c[0], c[1] if len(c) > 1 else None) for c in part])
+        walks = {c[0]: walks[c[0]] for c in part if c[0] in walks}
         clean = [c for c, walk in walks.items() if not walk[0]]
         found.update({c: (walk[0], set()) for c, walk in walks.items() if walk[0]})
         kinds = _leaf_kinds(git, [walks[c][1:3] for c in clean])
@@ -1054,13 +1109,6 @@ def _present(git, trees):
     listed = "".join(tree + "\n" for tree in trees).encode()
     out = git.text("rev-list", "--objects", "--missing=print", "--stdin", stdin=listed)
     return {ln.split()[0] for ln in out.splitlines() if ln and not ln.startswith("?")}
-
-
-def _tree_of(git, commit):
-    kind, data = git.objects([commit]).get(commit, ("missing", b""))
-    if kind != "commit" or not data.startswith(b"tree "):
-        raise RuntimeError(f"{commit[:12]} is not a commit here")
-    return data[5:45].decode()
 
 
 def _tree_entries(data):
@@ -1108,10 +1156,17 @@ def _not_a_run(path, prefix):
         return "not inside a run directory <site>/<run>/"
     if len(parts) > MAX_DEPTH or len(path) > MAX_PATH:
         return "path too deep or too long"
-    if not SITE_NAME.fullmatch(parts[0]) or ".." in parts[0]:
-        return f"invalid site name {parts[0]!r}"
-    if not RUN_NAME.fullmatch(parts[1]):
-        return f"invalid run name {parts[1]!r}: runs are named <UTC time>-<random>"
+    return _bad_run_dir(parts[0], parts[1])
+
+
+@functools.lru_cache(maxsize=2**16)
+def _bad_run_dir(site, run):
+    """Why ``<site>/<run>/`` is not a run's folder ("" when it is); remembered, since a run
+    adds hundreds of files."""
+    if not SITE_NAME.fullmatch(site) or ".." in site:
+        return f"invalid site name {site!r}"
+    if not RUN_NAME.fullmatch(run):
+        return f"invalid run name {run!r}: runs are named <UTC time>-<random>"
     return ""
 
 
