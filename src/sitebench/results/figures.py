@@ -84,7 +84,25 @@ _PARAM = re.compile(r"%(\w+)=(\S+)")
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
 
 
-def _case_vars(case, params):
+#: The types whose values are equal only when their JSON is (a float is not: 0.0 == -0.0).
+_EXACT = (str, int, bool, type(None))
+
+
+def _json_of_cases(memo, value, encode=_sorted_json):
+    """``encode(value)`` (a list or dict of a case), once per run for equal values: a run's
+    cases share their few reference keys, problem sizes and parameters."""
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+    key = (encode, type(value), *((k, type(v), v) for k, v in pairs))
+    if not all(type(item[2]) in _EXACT for item in key[2:]):
+        return encode(value)
+    try:
+        return memo[key]
+    except KeyError:
+        memo[key] = found = encode(value)
+        return found
+
+
+def _case_vars(case, params, memo=None):
     values = {name: value for name, value in _PARAM.findall(params)}
     keys = case.get("reference_keys")
     for key in keys if isinstance(keys, list) else []:
@@ -94,7 +112,7 @@ def _case_vars(case, params):
             or case.get(key) is None
         ):
             values[key] = case.get(key)
-    return _sorted_json(values)
+    return _sorted_json(values) if memo is None else _json_of_cases(memo, values)
 
 
 def _foreign_cores(case):
@@ -104,7 +122,7 @@ def _foreign_cores(case):
     return value if measured else None
 
 
-def problem_of(case, check):
+def problem_of(case, check, memo=None):
     """The JSON object of the case's problem-size variables (see the module's docstring)."""
     keys = case.get("problem_keys")
     if not isinstance(keys, list):
@@ -117,7 +135,7 @@ def problem_of(case, check):
             found = _ARRAY_SIZE.search(spec if isinstance(spec, str) else "")
             value = int(found.group(1)) if found else None
         values[key] = value if isinstance(value, (str, int, float, bool)) else None
-    return _sorted_json(values)
+    return _sorted_json(values) if memo is None else _json_of_cases(memo, values)
 
 
 def shown_problem(problem):
@@ -154,14 +172,59 @@ def split_label(case):
     return check, params
 
 
+#: A figure row's keys: its case's, then its figure's (:func:`rows_of_run`).
+_CASE_KEYS = [
+    "site",
+    "run",
+    "started",
+    "system",
+    "partition",
+    "environ",
+    "check",
+    "params",
+    "arch",
+    "ref_keys",
+    "ref_index",
+    "case_vars",
+    "problem",
+    "host",
+    "disturbed",
+    "foreign_cores",
+]
+_FIGURE_KEYS = ["figure", "value", "unit", "reference", "lower", "upper", "result"]
+
+
 def rows_of_run(run, job_wall=False):
+    """One dict per figure of ``run`` (the module's columns)."""
+    for base, found in _cases(run, job_wall):
+        for figure in found:
+            yield {**base, **dict(zip(_FIGURE_KEYS, figure))}
+
+
+def columns_of_run(run, job_wall=False):
+    """:func:`rows_of_run` as {column: values}: each case's values are written once for
+    all its figures, with no dict per figure (the store indexes a run's 445 figures so)."""
+    columns = {name: [] for name in COLUMNS}
+    for base, found in _cases(run, job_wall):
+        if not found:
+            continue
+        for name, value in base.items():
+            columns[name] += [value] * len(found)
+        for name, values in zip(_FIGURE_KEYS, zip(*found)):
+            columns[name] += values
+    return columns
+
+
+def _cases(run, job_wall):
+    """(the case's values, [(figure, value, unit, reference, lower, upper, result)]) of each
+    case of ``run`` that is not a fixture."""
     started = run.report.get("session_info", {}).get("time_start")
     arch = (run.provenance or {}).get("cpu_arch")
     legacy_host = None
     if run.site in HOST_SITES:
         legacy_host = run_host(run.provenance, getattr(run, "topology", None))["id"]
     # ReFrame re-runs failed cases in later 'runs' (--max-retries); keep the last word.
-    latest = {}
+    latest, memo = {}, {}
     for attempt in run.report.get("runs", []):
         for case in attempt.get("testcases", []):
             # The same test runs once per partition and environment: key by all three.
@@ -184,10 +247,14 @@ def rows_of_run(run, job_wall=False):
             "check": check,
             "params": params,
             "arch": arch,
-            "ref_keys": None if keys is None else json.dumps(keys),
-            "ref_index": None if keys is None else json.dumps([case.get(k) for k in keys]),
-            "case_vars": _case_vars(case, params),
-            "problem": problem_of(case, check),
+            "ref_keys": None if keys is None else _json_of_cases(memo, keys, json.dumps),
+            "ref_index": (
+                None
+                if keys is None
+                else _json_of_cases(memo, [case.get(k) for k in keys], json.dumps)
+            ),
+            "case_vars": _case_vars(case, params, memo),
+            "problem": problem_of(case, check, memo),
             "host": (
                 (case.get("host_fingerprint") or None)
                 if "host_fingerprint" in case
@@ -197,32 +264,17 @@ def rows_of_run(run, job_wall=False):
             "disturbed": False if case.get("disturbed") is None else case.get("disturbed"),
             "foreign_cores": _foreign_cores(case),
         }
+        found = []
         ran = case.get("result") in ("pass", "fail")
         if job_wall and ran and case.get("time_run") is not None:
-            yield {
-                **base,
-                "figure": "job_wall",
-                "value": case["time_run"],
-                "unit": "s",
-                "reference": None,
-                "lower": None,
-                "upper": None,
-                "result": "info",
-            }
+            found.append(("job_wall", case["time_run"], "s", None, None, None, "info"))
         for key, entry in (case.get("perfvalues") or {}).items():
             if not isinstance(entry, (list, tuple)) or len(entry) < 5:
                 continue
             value, ref, lower, upper, unit = entry[:5]
-            yield {
-                **base,
-                "figure": key.rsplit(":", 1)[-1],
-                "value": value,
-                "unit": unit,
-                "reference": ref or None,
-                "lower": lower,
-                "upper": upper,
-                "result": entry[5] if len(entry) > 5 else case.get("result"),
-            }
+            result = entry[5] if len(entry) > 5 else case.get("result")
+            found.append((key.rsplit(":", 1)[-1], value, unit, ref or None, lower, upper, result))
+        yield base, found
 
 
 def frame(runs, job_wall=False):

@@ -275,19 +275,35 @@ def clean_columns(rows, schema, wrong=None):
     """{column: values} of ``rows``, each value cleaned as :func:`clean` cleans it, a whole
     column at once where its values need nothing (a run's 445 figures: 23 checks of a list
     instead of 10,000 calls); ``wrong`` gets what was dropped, row by row as :func:`clean`."""
+    columns = {field_.name: [row.get(field_.name) for row in rows] for field_ in schema}
+    return clean_column_lists(columns, schema, wrong, rows.__getitem__)
+
+
+def clean_column_lists(columns, schema, wrong=None, row_at=None):
+    """:func:`clean_columns` of rows given as {column: values} (as
+    :func:`figures.columns_of_run` makes them); ``row_at(i)`` gives row i for ``wrong``
+    (default: a dict of the columns' values at i)."""
+    if row_at is None:
+
+        def row_at(i):
+            return {name: values[i] for name, values in columns.items()}
+
     out, dropped = {}, []
     for at, field_ in enumerate(schema):
         name, cleaner = field_.name, _CLEAN[field_.type]
-        values = [row.get(name) for row in rows]
+        values = columns.get(name)
+        if values is None:
+            values = [None] * len(next(iter(columns.values()), []))
         if _as_is(values, field_.type):
             out[name] = values
             continue
         out[name] = cleaned = [cleaner(v) for v in values]
         for i, (value, kept) in enumerate(zip(values, cleaned)):
             if kept is None and value is not None and value is not pd.NaT:
-                dropped.append((i, at, name, rows[i], value))
+                dropped.append((i, at, name, value))
     if wrong is not None:
-        wrong.extend(item[2:] for item in sorted(dropped, key=lambda item: item[:2]))
+        for i, _at, name, value in sorted(dropped, key=lambda item: item[:2]):
+            wrong.append((name, row_at(i), value))
     return out
 
 
@@ -393,7 +409,7 @@ def _index_run(path, say):
     """(figure columns, run row, signature) of one run; raises on anything it cannot read."""
     before = _signature(path)
     run, wrong = load_run(path), []
-    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
+    rows = clean_column_lists(figures.columns_of_run(run, job_wall=True), FIGURES, wrong)
     run_row = clean(_run_row(run), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -619,7 +635,7 @@ def _index_loaded(run, entry, say):
     """(figure columns, run row, identity, note) of a run read from the exchange."""
     _site, _run, tree, commit = entry
     wrong = []
-    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
+    rows = clean_column_lists(figures.columns_of_run(run, job_wall=True), FIGURES, wrong)
     run_row = clean(_run_row(run, f"exchange {commit} {tree}"), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
