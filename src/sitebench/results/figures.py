@@ -84,25 +84,7 @@ _PARAM = re.compile(r"%(\w+)=(\S+)")
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
 
 
-#: The types whose values are equal only when their JSON is (a float is not: 0.0 == -0.0).
-_EXACT = (str, int, bool, type(None))
-
-
-def _json_of_cases(memo, value, encode=_sorted_json):
-    """``encode(value)`` (a list or dict of a case), once per run for equal values: a run's
-    cases share their few reference keys, problem sizes and parameters."""
-    pairs = value.items() if isinstance(value, dict) else enumerate(value)
-    key = (encode, type(value), *((k, type(v), v) for k, v in pairs))
-    if not all(type(item[2]) in _EXACT for item in key[2:]):
-        return encode(value)
-    try:
-        return memo[key]
-    except KeyError:
-        memo[key] = found = encode(value)
-        return found
-
-
-def _case_vars(case, params, memo=None):
+def _case_vars(case, params):
     values = {name: value for name, value in _PARAM.findall(params)}
     keys = case.get("reference_keys")
     for key in keys if isinstance(keys, list) else []:
@@ -112,7 +94,7 @@ def _case_vars(case, params, memo=None):
             or case.get(key) is None
         ):
             values[key] = case.get(key)
-    return _sorted_json(values) if memo is None else _json_of_cases(memo, values)
+    return _sorted_json(values)
 
 
 def _foreign_cores(case):
@@ -122,7 +104,7 @@ def _foreign_cores(case):
     return value if measured else None
 
 
-def problem_of(case, check, memo=None):
+def problem_of(case, check):
     """The JSON object of the case's problem-size variables (see the module's docstring)."""
     keys = case.get("problem_keys")
     if not isinstance(keys, list):
@@ -135,7 +117,7 @@ def problem_of(case, check, memo=None):
             found = _ARRAY_SIZE.search(spec if isinstance(spec, str) else "")
             value = int(found.group(1)) if found else None
         values[key] = value if isinstance(value, (str, int, float, bool)) else None
-    return _sorted_json(values) if memo is None else _json_of_cases(memo, values)
+    return _sorted_json(values)
 
 
 def shown_problem(problem):
@@ -224,7 +206,7 @@ def _cases(run, job_wall):
     if run.site in HOST_SITES:
         legacy_host = run_host(run.provenance, getattr(run, "topology", None))["id"]
     # ReFrame re-runs failed cases in later 'runs' (--max-retries); keep the last word.
-    latest, memo = {}, {}
+    latest = {}
     for attempt in run.report.get("runs", []):
         for case in attempt.get("testcases", []):
             # The same test runs once per partition and environment: key by all three.
@@ -247,14 +229,10 @@ def _cases(run, job_wall):
             "check": check,
             "params": params,
             "arch": arch,
-            "ref_keys": None if keys is None else _json_of_cases(memo, keys, json.dumps),
-            "ref_index": (
-                None
-                if keys is None
-                else _json_of_cases(memo, [case.get(k) for k in keys], json.dumps)
-            ),
-            "case_vars": _case_vars(case, params, memo),
-            "problem": problem_of(case, check, memo),
+            "ref_keys": None if keys is None else json.dumps(keys),
+            "ref_index": None if keys is None else json.dumps([case.get(k) for k in keys]),
+            "case_vars": _case_vars(case, params),
+            "problem": problem_of(case, check),
             "host": (
                 (case.get("host_fingerprint") or None)
                 if "host_fingerprint" in case
