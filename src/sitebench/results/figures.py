@@ -154,7 +154,52 @@ def split_label(case):
     return check, params
 
 
+#: A figure row's keys: its case's, then its figure's (:func:`rows_of_run`).
+_CASE_KEYS = [
+    "site",
+    "run",
+    "started",
+    "system",
+    "partition",
+    "environ",
+    "check",
+    "params",
+    "arch",
+    "ref_keys",
+    "ref_index",
+    "case_vars",
+    "problem",
+    "host",
+    "disturbed",
+    "foreign_cores",
+]
+_FIGURE_KEYS = ["figure", "value", "unit", "reference", "lower", "upper", "result"]
+
+
 def rows_of_run(run, job_wall=False):
+    """One dict per figure of ``run`` (the module's columns)."""
+    for base, found in _cases(run, job_wall):
+        for figure in found:
+            yield {**base, **dict(zip(_FIGURE_KEYS, figure))}
+
+
+def columns_of_run(run, job_wall=False):
+    """:func:`rows_of_run` as {column: values}: each case's values are written once for
+    all its figures, with no dict per figure (the store indexes a run's 445 figures so)."""
+    columns = {name: [] for name in COLUMNS}
+    for base, found in _cases(run, job_wall):
+        if not found:
+            continue
+        for name, value in base.items():
+            columns[name] += [value] * len(found)
+        for name, values in zip(_FIGURE_KEYS, zip(*found)):
+            columns[name] += values
+    return columns
+
+
+def _cases(run, job_wall):
+    """(the case's values, [(figure, value, unit, reference, lower, upper, result)]) of each
+    case of ``run`` that is not a fixture."""
     started = run.report.get("session_info", {}).get("time_start")
     arch = (run.provenance or {}).get("cpu_arch")
     legacy_host = None
@@ -197,32 +242,17 @@ def rows_of_run(run, job_wall=False):
             "disturbed": False if case.get("disturbed") is None else case.get("disturbed"),
             "foreign_cores": _foreign_cores(case),
         }
+        found = []
         ran = case.get("result") in ("pass", "fail")
         if job_wall and ran and case.get("time_run") is not None:
-            yield {
-                **base,
-                "figure": "job_wall",
-                "value": case["time_run"],
-                "unit": "s",
-                "reference": None,
-                "lower": None,
-                "upper": None,
-                "result": "info",
-            }
+            found.append(("job_wall", case["time_run"], "s", None, None, None, "info"))
         for key, entry in (case.get("perfvalues") or {}).items():
             if not isinstance(entry, (list, tuple)) or len(entry) < 5:
                 continue
             value, ref, lower, upper, unit = entry[:5]
-            yield {
-                **base,
-                "figure": key.rsplit(":", 1)[-1],
-                "value": value,
-                "unit": unit,
-                "reference": ref or None,
-                "lower": lower,
-                "upper": upper,
-                "result": entry[5] if len(entry) > 5 else case.get("result"),
-            }
+            result = entry[5] if len(entry) > 5 else case.get("result")
+            found.append((key.rsplit(":", 1)[-1], value, unit, ref or None, lower, upper, result))
+        yield base, found
 
 
 def frame(runs, job_wall=False):

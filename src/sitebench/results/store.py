@@ -21,12 +21,14 @@ whose content is not what ReFrame writes, is reported on one line and skipped (a
 again at the next refresh), never the others.
 """
 
+import datetime
 import functools
 import itertools
 import hashlib
 import json
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -124,9 +126,19 @@ def _time(text):
     return _parse_time(text) if isinstance(text, str) else pd.NaT
 
 
+_REFRAME_TIME = re.compile(r"\d{8}T\d{6}[+-]\d{4}")
+
+
 @functools.lru_cache(maxsize=4096)
 def _parse_time(text):
     # Cached: every figure row of a run carries its start, parsed once instead of per row.
+    if _REFRAME_TIME.fullmatch(text):
+        try:  # ReFrame's own form by the standard library: a tenth of pandas' time
+            return pd.Timestamp(datetime.datetime.strptime(text, "%Y%m%dT%H%M%S%z")).tz_convert(
+                "UTC"
+            )
+        except ValueError:
+            pass  # not a date (month 13): as pandas reads it
     for fmt in ("%Y%m%dT%H%M%S%z", None):
         stamp = pd.to_datetime(text, format=fmt, utc=True, errors="coerce")
         if not pd.isna(stamp):
@@ -134,16 +146,38 @@ def _parse_time(text):
     return pd.NaT
 
 
+def _times(values):
+    """A timestamp column from ReFrame's or ISO 8601 text (or Timestamps), each distinct
+    value parsed once; cast to the index's seconds as ``Table.from_pandas`` did (safe)."""
+    parsed = {}
+    stamps = []
+    for value in values:
+        key = value if isinstance(value, str) else id(value)
+        if key not in parsed:
+            stamp = _time(value) if isinstance(value, str) else value
+            parsed[key] = None if stamp is None or pd.isna(stamp) else stamp
+        stamps.append(parsed[key])
+    return pa.array(stamps, type=pa.timestamp("ns", tz="UTC")).cast(_TIME)
+
+
+def _table(columns, schema):
+    """The table of ``schema`` from {column: cleaned values}, built by Arrow directly: the
+    same values and types as through a pandas DataFrame, at a fifth of the cost (a run's
+    445 figure rows spent 20 ms in pandas)."""
+    arrays = []
+    for field_ in schema:
+        values = columns.get(field_.name, [])
+        if field_.type == _TIME:
+            arrays.append(_times(values))
+        else:
+            arrays.append(pa.array(values, type=field_.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
 def _figure_table(columns):
     """The figures' table from {column: values} (:func:`clean_columns`)."""
-    df = pd.DataFrame({name: columns.get(name, []) for name in FIGURES.names})
     # Typed even when empty: a run without a figure (every build failed) is indexed too.
-    df["started"] = pd.Series(
-        [_time(t) for t in df["started"]], index=df.index, dtype="datetime64[ns, UTC]"
-    )
-    for col in ("value", "reference", "lower", "upper", "foreign_cores"):
-        df[col] = pd.to_numeric(df[col], errors="coerce")
-    return pa.Table.from_pandas(df, schema=FIGURES, preserve_index=False)
+    return _table(columns, FIGURES)
 
 
 def _run_row(run, origin="results"):
@@ -254,19 +288,35 @@ def clean_columns(rows, schema, wrong=None):
     """{column: values} of ``rows``, each value cleaned as :func:`clean` cleans it, a whole
     column at once where its values need nothing (a run's 445 figures: 23 checks of a list
     instead of 10,000 calls); ``wrong`` gets what was dropped, row by row as :func:`clean`."""
+    columns = {field_.name: [row.get(field_.name) for row in rows] for field_ in schema}
+    return clean_column_lists(columns, schema, wrong, rows.__getitem__)
+
+
+def clean_column_lists(columns, schema, wrong=None, row_at=None):
+    """:func:`clean_columns` of rows given as {column: values} (as
+    :func:`figures.columns_of_run` makes them); ``row_at(i)`` gives row i for ``wrong``
+    (default: a dict of the columns' values at i)."""
+    if row_at is None:
+
+        def row_at(i):
+            return {name: values[i] for name, values in columns.items()}
+
     out, dropped = {}, []
     for at, field_ in enumerate(schema):
         name, cleaner = field_.name, _CLEAN[field_.type]
-        values = [row.get(name) for row in rows]
+        values = columns.get(name)
+        if values is None:
+            values = [None] * len(next(iter(columns.values()), []))
         if _as_is(values, field_.type):
             out[name] = values
             continue
         out[name] = cleaned = [cleaner(v) for v in values]
         for i, (value, kept) in enumerate(zip(values, cleaned)):
             if kept is None and value is not None and value is not pd.NaT:
-                dropped.append((i, at, name, rows[i], value))
+                dropped.append((i, at, name, value))
     if wrong is not None:
-        wrong.extend(item[2:] for item in sorted(dropped, key=lambda item: item[:2]))
+        for i, _at, name, value in sorted(dropped, key=lambda item: item[:2]):
+            wrong.append((name, row_at(i), value))
     return out
 
 
@@ -372,7 +422,7 @@ def _index_run(path, say):
     """(figure columns, run row, signature) of one run; raises on anything it cannot read."""
     before = _signature(path)
     run, wrong = load_run(path), []
-    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
+    rows = clean_column_lists(figures.columns_of_run(run, job_wall=True), FIGURES, wrong)
     run_row = clean(_run_row(run), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -610,7 +660,7 @@ def _index_loaded(run, entry, say):
     """(figure columns, run row, identity, note) of a run read from the exchange."""
     _site, _run, tree, commit = entry
     wrong = []
-    rows = clean_columns(list(figures.rows_of_run(run, job_wall=True)), FIGURES, wrong)
+    rows = clean_column_lists(figures.columns_of_run(run, job_wall=True), FIGURES, wrong)
     run_row = clean(_run_row(run, f"exchange {commit} {tree}"), RUNS, wrong)
     note = f"{run.site}/{run.name}: {_wrong_note(wrong)}" if wrong else None
     if note:
@@ -620,9 +670,7 @@ def _index_loaded(run, entry, say):
 
 def _write_segment(base, figure_rows, run_rows):
     number = _next_segment(base)
-    runs_table = pa.Table.from_pandas(
-        pd.DataFrame(run_rows, columns=RUNS.names), schema=RUNS, preserve_index=False
-    )
+    runs_table = _table({name: [row.get(name) for row in run_rows] for name in RUNS.names}, RUNS)
     _write_atomic(_figure_table(figure_rows), base / f"fig-{number:06d}.parquet")
     _write_atomic(runs_table, base / f"run-{number:06d}.parquet")
 
