@@ -38,6 +38,7 @@ MEASURED = [
     ("osu_latency tcp gcc-openmpi load 15-22", osu_latency_work, 182.0, 15.0),
     ("osu_latency tcp gcc-mpich load 15-22", osu_latency_work, 70.6, 15.0),
     ("osu_bw tcp gcc-openmpi load 7-10", osu_bw_work, 227.6, 7.35),
+    ("osu_bw tcp gcc-openmpi load 10-13 and a hog per core", osu_bw_work, 491.7, 9.67),
 ]
 
 
