@@ -122,7 +122,8 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
     #: The launch's time limit in seconds, set before the run where neither the check, the
     #: command line (``-S time_limit=...``) nor the partition set ``time_limit``: the check's
     #: estimate of its work (``expected_work_s``) or its scale's bound, with a start-up
-    #: allowance, times the load factor (sitebench/run/time_limits.py). 0: not limited here.
+    #: allowance, times the load factor, capped (sitebench/run/time_limits.py). 0: not
+    #: limited here.
     #: Logged.
     #:
     #: :type: :class:`int`
@@ -210,7 +211,7 @@ class SitebenchBenchmark(rfm.RunOnlyRegressionTest):
         factor = time_limits.load_factor() if self.measures_disturbance() else 1.0
         startup = self.launch_startup_s
         self.launch_limit_s = time_limits.launch_limit_s(work, factor, startup)
-        self._limit_how = f"{how}, start-up {startup} s, load factor {factor:.1f}"
+        self._limit_how = f"{how}, start-up {startup} s, {time_limits.factor_said(factor)}"
         self.job.launcher.modifier = "timeout"
         # --foreground: the launch stays in the job's process group, where the scheduler
         # ends whatever it leaves behind; TERM goes to the launcher (mpirun, srun,
