@@ -10,8 +10,9 @@ at least 1, at most :data:`LOAD_FACTOR_CAP`) where the job runs on this machine.
 rates already hold what the cases took on a machine at a load of 15-22, so the factor is a
 margin on top, capped: a hung case is stopped in minutes whatever the load (uncapped, an
 MPICH case hung in MPI_Finalize at a load of 10 held a night for 3,170 s). GNU ``timeout``
-stops the launch at that limit (TERM, then KILL :data:`KILL_AFTER_S` later): the job's own commands after the launch still
-run (the disturbance snapshot), so the case says whether other work held the CPU meanwhile.
+stops the launch at that limit (TERM, then KILL :data:`KILL_AFTER_S` later): the job's own
+commands after the launch still run (the disturbance snapshot), so the case says whether
+other work held the CPU meanwhile.
 """
 
 import math
