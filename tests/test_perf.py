@@ -6,6 +6,7 @@ judged against their goals.
 """
 
 import json
+import statistics
 
 import pytest
 import yaml
@@ -270,6 +271,15 @@ def test_the_kept_federation_exchange_files_render_and_add_up():
         first = result["first_pull"]
         year = (first["pull_s"] + first["refresh_s"]) * result["sites"] * 365 / first["runs"]
         assert first["projected_1y_s"] == pytest.approx(year)
+        # The refresh at 1 year (files since 2026-11-28 09:40): the night's measured refresh
+        # plus each site's extra cost of a long history with nothing new, both measured.
+        per_site = result.get("refresh_unchanged_per_site_at_pair_nights_s")
+        if per_site is not None:
+            now = statistics.median(result["times_s"]["refresh_unchanged"]) / result["sites"]
+            extra = result["sites"] * max(0.0, per_site - now)
+            assert result["refresh_1y_s"] == pytest.approx(
+                [r + extra for r in result["times_s"]["refresh"]]
+            )
         # Every night pulled was one commit per site, each verified within the pull.
         assert all(v <= p for v, p in zip(result["times_s"]["verify"], result["times_s"]["pull"]))
     # The earlier benchmark's files (10 sites) still render.

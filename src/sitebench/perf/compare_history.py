@@ -257,9 +257,14 @@ def _measure(where, rounds, progress):
     }
     for fn in calls.values():
         fn(root)  # imports, and a first refresh with nothing new
-    times = {name: [] for name in [*calls, *commands]}
+    times = {name: [] for name in [*calls, *commands, "refresh_unchanged"]}
     rows = None
     for _ in range(rounds):
+        # What a refresh costs a site for the history it holds (nothing new to index).
+        spent, indexed = _timed(lambda: store.refresh_all(root))
+        if sum(indexed.values()):
+            raise RuntimeError("a refresh of the kept history with nothing new indexed runs")
+        times["refresh_unchanged"].append(spent)
         for name, fn in calls.items():
             spent, out = _timed(lambda fn=fn: fn(root))
             times[name].append(spent)
