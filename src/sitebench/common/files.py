@@ -23,6 +23,26 @@ def write_atomic(path, data):
     tmp.replace(path)
 
 
+def write_runs_table(path, rows):
+    """Replace the tab-separated table at ``path`` with ``rows`` (site, run, fields...)."""
+    write_atomic(path, "".join("\t".join(row) + "\n" for row in rows))
+
+
+def read_runs_table(path, width):
+    """{site: {run: (the row's other fields)}} of the rows of ``width`` tab-separated
+    fields at ``path`` (others skipped; {} when it does not exist)."""
+    found = {}
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return found
+    for line in text.splitlines():
+        fields = line.split("\t")
+        if len(fields) == width:
+            found.setdefault(fields[0], {})[fields[1]] = tuple(fields[2:])
+    return found
+
+
 def reframe_executable():
     """ReFrame of sitebench's own environment (the venv), else the one on PATH."""
     return (

@@ -154,25 +154,7 @@ def split_label(case):
     return check, params
 
 
-#: A figure row's keys: its case's, then its figure's (:func:`rows_of_run`).
-_CASE_KEYS = [
-    "site",
-    "run",
-    "started",
-    "system",
-    "partition",
-    "environ",
-    "check",
-    "params",
-    "arch",
-    "ref_keys",
-    "ref_index",
-    "case_vars",
-    "problem",
-    "host",
-    "disturbed",
-    "foreign_cores",
-]
+#: A figure's own columns (the rest of :data:`COLUMNS` are its case's).
 _FIGURE_KEYS = ["figure", "value", "unit", "reference", "lower", "upper", "result"]
 
 

@@ -9,23 +9,14 @@ per site. The run stays accepted in the exchange (it was signed by its site): on
 figures are not believed here.
 """
 
-from sitebench.common.files import write_atomic
+from sitebench.common.files import read_runs_table, write_runs_table
 
 FILE = "sitebench-figures-refused.tsv"
 
 
 def listed(ex):
     """{site: {run: (tree, why)}} of the runs set aside here."""
-    found = {}
-    try:
-        text = (ex.git_dir / FILE).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return found
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) == 4:
-            found.setdefault(fields[0], {})[fields[1]] = (fields[2], fields[3])
-    return found
+    return read_runs_table(ex.git_dir / FILE, 4)
 
 
 def record(ex, site, run, tree, why):
@@ -39,7 +30,7 @@ def record(ex, site, run, tree, why):
     ]
     flat = " ".join(str(why).split())  # one field: no tab, no newline of another site's
     rows.append((site, run, tree, flat))
-    write_atomic(ex.git_dir / FILE, "".join("\t".join(row) + "\n" for row in rows))
+    write_runs_table(ex.git_dir / FILE, rows)
 
 
 def message(site, runs):

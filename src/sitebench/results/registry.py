@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
-from sitebench.common.files import write_atomic
+from sitebench.common.files import read_runs_table, write_atomic, write_runs_table
 from sitebench.results import trust, verify
 
 #: The host's signing key in the keys directory: not a site name (those start with a letter
@@ -190,7 +190,7 @@ def retract(ex, text, write=True):
             if since and utc(when) > since:
                 rows.append((site, run, commit, fp, since))
     if write:
-        write_atomic(ex.git_dir / RETRACTED, "".join("\t".join(row) + "\n" for row in rows))
+        write_runs_table(ex.git_dir / RETRACTED, rows)
     return rows
 
 
@@ -230,13 +230,4 @@ def exchange_no_fetch():
 
 def retracted(ex):
     """{site: {run: (commit, key, since)}} of the runs set aside here."""
-    found = {}
-    try:
-        text = (ex.git_dir / RETRACTED).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return found
-    for line in text.splitlines():
-        fields = line.split("\t")
-        if len(fields) == 5:
-            found.setdefault(fields[0], {})[fields[1]] = tuple(fields[2:])
-    return found
+    return read_runs_table(ex.git_dir / RETRACTED, 5)
