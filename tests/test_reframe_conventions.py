@@ -259,12 +259,27 @@ def test_the_local_launcher_gives_single_and_flexible_tasks_what_they_asked():
     assert launchers.launcher_name(launcher) == "mpirun"
 
 
+def unpack_once(archive, cache, keep=lambda name: True):
+    """The archive's top folder (its members ``keep`` takes) made ``cache``: unpacked aside,
+    then renamed, so a test killed half-way leaves no half cache."""
+    import shutil
+    import tarfile
+
+    unpacked = cache.with_name(cache.name + f".unpacked-{os.getpid()}")
+    shutil.rmtree(unpacked, ignore_errors=True)
+    with tarfile.open(archive) as tar:
+        members = [m for m in tar.getmembers() if keep(m.name)]
+        tar.extractall(unpacked, members=members, filter="data")
+    (top,) = unpacked.iterdir()
+    top.rename(cache) if not cache.exists() else None
+    shutil.rmtree(unpacked, ignore_errors=True)
+
+
 def reframes_tutorial_stream():
     """ReFrame's own tutorial STREAM (``examples/tutorial/stream/``: its check and McCalpin's
     ``stream.c``), unchanged, from the source distribution of the ReFrame this checkout runs
     (PyPI, as the README's venv comes from), downloaded once per machine."""
     import shutil
-    import tarfile
 
     from importlib.metadata import version
 
@@ -285,14 +300,7 @@ def reframes_tutorial_stream():
     sdists = list(download.glob("reframe_hpc-*.tar.gz"))
     if proc.returncode != 0 or not sdists:
         pytest.skip(f"ReFrame {release}'s source distribution not downloadable: {proc.stderr}")
-    unpacked = cache.with_name(cache.name + ".unpacked")
-    shutil.rmtree(unpacked, ignore_errors=True)
-    with tarfile.open(sdists[0]) as archive:
-        members = [m for m in archive.getmembers() if "/examples/tutorial/stream/" in m.name]
-        archive.extractall(unpacked, members=members, filter="data")
-    (top,) = unpacked.iterdir()
-    top.rename(cache) if not cache.exists() else None
-    shutil.rmtree(unpacked, ignore_errors=True)
+    unpack_once(sdists[0], cache, lambda name: "/examples/tutorial/stream/" in name)
     shutil.rmtree(download, ignore_errors=True)
     return stream
 
@@ -345,8 +353,6 @@ def cscs_checks():
     """CSCS's checks, unchanged, unpacked once per machine from the source mirror (the file
     is checked against its sha256 first)."""
     import hashlib
-    import shutil
-    import tarfile
 
     cache = Path.home() / ".cache" / "sitebench" / "third-party" / f"cscs-{CSCS_COMMIT[:12]}"
     if (cache / "checks" / "microbenchmarks" / "cpu" / "dgemm" / "dgemm.py").is_file():
@@ -364,13 +370,7 @@ def cscs_checks():
         )
     data = archive.read_bytes()
     assert hashlib.sha256(data).hexdigest() == CSCS_SHA256, f"{archive} is not CSCS's archive"
-    unpacked = cache.with_name(cache.name + f".unpacked-{os.getpid()}")
-    shutil.rmtree(unpacked, ignore_errors=True)
-    with tarfile.open(archive) as tar:
-        tar.extractall(unpacked, filter="data")
-    (top,) = unpacked.iterdir()
-    top.rename(cache) if not cache.exists() else None
-    shutil.rmtree(unpacked, ignore_errors=True)
+    unpack_once(archive, cache)
     return cache
 
 
