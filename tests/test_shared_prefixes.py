@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -137,3 +138,75 @@ def test_redetecting_the_mpi_prefixes_keeps_them_in_place(tmp_path):
     looks, missing = poll_while(tmp_path, watched, redetect)
     assert looks > 100 and missing == 0, (looks, missing)
     assert not any((f / "bin" / "mpi-gone").is_symlink() for f in farms.values())
+
+
+def as_other_user(work):
+    """``work()``'s result, computed in a child process that is uid/gid 65534 (nobody):
+    another ordinary user of the machine."""
+    import json
+    import os
+
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        code = 1
+        try:
+            os.close(read)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            os.write(write, json.dumps(work()).encode())
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        said = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, said
+    return json.loads(said)
+
+
+@pytest.mark.skipif(
+    __import__("os").geteuid() != 0, reason="NOT ROOT: acting as another user needs root"
+)
+def test_the_machines_prefix_is_shared_by_users_and_a_users_own_only_as_a_fallback(tmp_path):
+    """Root publishes a prefix in the machine's directory, readable by all whatever its
+    umask; another user making the same tree uses it as it is (so its specs hash as root's),
+    and one making another tree, which it may not write there, gets its own and is told
+    why. A machine directory others may write is never built against."""
+    import os
+    import tempfile
+
+    base = Path(tempfile.mkdtemp(prefix="sitebench-shared-", dir="/tmp"))
+    try:
+        base.chmod(0o755)  # /tmp/pytest-of-root is closed to the other user
+        machine, own = base / "var" / "externals", base / "home" / "externals"
+        own.parent.mkdir()
+        os.chown(own.parent, 65534, 65534)
+        old = os.umask(0o077)
+        try:
+            farm, passed = files.publish_shared("openmpi", [machine, own], two_versions(0))
+        finally:
+            os.umask(old)
+        assert (farm, passed) == (machine / "openmpi", [])
+        for path in (base / "var", machine, farm, farm / "include"):
+            assert path.stat().st_mode & 0o777 == 0o755, path
+        assert (farm / "include" / "mpi.h").stat().st_mode & 0o777 == 0o644
+
+        def make(version):
+            farm, passed = files.publish_shared("openmpi", [machine, own], two_versions(version))
+            return str(farm), passed, (Path(farm) / "include" / "mpi.h").read_text()
+
+        assert as_other_user(lambda: make(0)) == [str(farm), [], "/* version 0 */\n"]
+        theirs, passed, header = as_other_user(lambda: make(1))
+        assert theirs == str(own / "openmpi") and header == "/* version 1 */\n"
+        assert passed == [f"{machine}: Permission denied"], passed
+        assert (farm / "include" / "mpi.h").read_text() == "/* version 0 */\n"
+        machine.chmod(0o777)
+        roots = base / "root-home" / "externals"
+        farm, passed = files.publish_shared("openmpi", [machine, roots], two_versions(0))
+        assert farm == roots / "openmpi", farm
+        assert passed == [f"{machine}: writable by others (mode 777)"], passed
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

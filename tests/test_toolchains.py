@@ -369,7 +369,7 @@ def test_detection_proposes_gcc_with_each_mpi(tmp_path, monkeypatch):
         "openmpi": {"externals": [{"spec": "openmpi@4.1.4", "prefix": "/usr"}]},
         "mpich": {"externals": [{"spec": "mpich@4.0.2", "prefix": "/usr"}]},
     }
-    local_site.own_mpi_prefixes(packages, tmp_path / "externals")
+    assert local_site.own_mpi_prefixes(packages, [tmp_path / "externals"]) == []
     assert packages["mpich"]["externals"][0]["prefix"] == str(tmp_path / "externals/mpich")
     proposed, _notes = local_site.propose_toolchains(packages)
     assert [t["name"] for t in proposed] == ["gcc-openmpi", "gcc-mpich"]

@@ -138,6 +138,75 @@ def publish_tree(path, fill):
             shutil.rmtree(fresh, ignore_errors=True)
 
 
+def publish_shared(name, roots, fill):
+    """Publish the tree ``fill`` writes as ``<root>/<name>`` in the first of ``roots`` where
+    every user may share it: where another user (root) already published the same tree, it
+    is used as it is, read-only; else where this process may publish it
+    (:func:`publish_tree`), readable by all. A root owned by another ordinary user, or
+    writable by others, is passed over: what it holds is built against, never trusted.
+    Returns (the path or None, ["<root>: why it was passed over", ...])."""
+    passed = []
+
+    def readable_fill(fresh):
+        if fill(fresh) is False:
+            return False
+        for dirpath, dirnames, filenames in os.walk(fresh):  # not the umask's modes
+            for name in dirnames + filenames:
+                path = os.path.join(dirpath, name)
+                if not os.path.islink(path):
+                    os.chmod(path, 0o755 if name in dirnames else 0o644)
+
+    for root in map(Path, roots):
+        target = root / name
+        why = _not_shareable(root) or _not_shareable(target)
+        if why:
+            passed.append(f"{root}: {why}")
+            continue
+        if target.is_dir() and _same_tree(target, readable_fill):
+            return target, passed
+        try:
+            _make_readable_dirs(root)
+            return publish_tree(target, readable_fill), passed
+        except OSError as err:
+            passed.append(f"{root}: {err.strerror or err}")
+    return None, passed
+
+
+def _not_shareable(path):
+    """Why a tree at ``path`` may not be built against (None: it may, or is not there)."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return None
+    if st.st_uid not in (0, os.getuid()):
+        return f"owned by uid {st.st_uid}, neither root nor this user"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
+def _same_tree(path, fill):
+    """Whether ``fill`` writes the tree ``path`` holds (made in a temporary directory)."""
+    scratch = Path(tempfile.mkdtemp(prefix="sitebench-tree-"))
+    try:
+        return fill(scratch) is not False and tree_digest(scratch) == tree_digest(path)
+    except OSError:
+        return False  # swapped while it was read: publishing compares again, under its lock
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _make_readable_dirs(path):
+    """Make ``path`` and its missing parents, each readable by all (not the umask's)."""
+    missing = [p for p in [path, *path.parents] if not p.exists()]
+    for directory in reversed(missing):
+        try:
+            directory.mkdir()
+        except FileExistsError:
+            continue  # another process made it meanwhile
+        directory.chmod(0o755)
+
+
 def _remove_replaced(path):
     """Remove the trees replaced more than REPLACED_KEPT_S ago, and leftovers of publishes
     that died (a ``-new-`` directory: only one publisher runs at a time)."""

@@ -24,7 +24,12 @@ import yaml
 
 from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
-from sitebench.common.files import one_at_a_time, publish_tree, reframe_executable, write_atomic
+from sitebench.common.files import (
+    one_at_a_time,
+    publish_shared,
+    reframe_executable,
+    write_atomic,
+)
 from sitebench.services import programs
 from sitebench.sites import toolchains
 from sitebench.discovery import module_externals, module_tree, mpi_prefix
@@ -263,16 +268,35 @@ def extra_externals():
     return extras
 
 
-def own_mpi_prefixes(packages, farm_root):
+def own_mpi_prefixes(packages, farm_roots):
     """Give each MPI external installed beside another in one prefix (Debian's
-    alternatives) a prefix of its own (:mod:`sitebench.discovery.mpi_prefix`)."""
+    alternatives) a prefix of its own (:mod:`sitebench.discovery.mpi_prefix`) in the first
+    of ``farm_roots`` where it can be shared. Returns [why a root was passed over]."""
+    passed = []
     for mpi in TOOLCHAIN[0][1]:
         for ext in (packages.get(mpi) or {}).get("externals") or []:
             if ext.get("prefix") in ("/usr", "/usr/"):
-                farm = mpi_prefix.make(mpi, Path(farm_root) / mpi)
+                farm, why = mpi_prefix.make_shared(mpi, farm_roots)
+                passed += [w for w in why if w not in passed]
                 if farm:
                     ext["prefix"] = str(farm)
-    return packages
+    return passed
+
+
+_SAID = set()
+
+
+def say_private_prefixes(passed):
+    """Tell the user once why its externals' prefixes are its own, not the machine's."""
+    if passed and tuple(passed) not in _SAID:
+        _SAID.add(tuple(passed))
+        print(
+            f"==> external prefixes not shared with other users ({'; '.join(passed)}): "
+            "this user's MPI builds hash apart from theirs and miss their binaries; make "
+            f"{buildcache.externals_dirs()[0]} (or $SITEBENCH_EXTERNALS_DIR) a root-owned "
+            "directory of mode 0755 and run `./sitebench detect --redetect` as root first",
+            file=sys.stderr,
+        )
 
 
 def complete_packages(packages, extras):
@@ -282,7 +306,7 @@ def complete_packages(packages, extras):
     mpi_found = found_providers(packages, TOOLCHAIN[0][1])
     if mpi_found:
         # Not in the checkout: the prefix is part of every MPI spec's hash (buildcache.py).
-        own_mpi_prefixes(packages, buildcache.externals_dir())
+        say_private_prefixes(own_mpi_prefixes(packages, buildcache.externals_dirs()))
         # A soft preference: a spec without a toolchain gets the first MPI found (Spack's
         # provider order alone chose MPICH here), a toolchain's %mpi=... overrides it.
         packages["mpi"] = {"prefer": [mpi_found[0]]}
@@ -632,7 +656,6 @@ def _reference_blas_external():
     version = proc.stdout.strip().split("-")[0]
     if proc.returncode != 0 or not version:
         return None
-    farm = buildcache.externals_dir() / "netlib-lapack"  # shared: it is in the hashes
 
     def fill(fresh):
         (fresh / "lib").mkdir()
@@ -644,7 +667,11 @@ def _reference_blas_external():
         ):
             (fresh / "lib" / name).symlink_to(target.resolve())
 
-    publish_tree(farm, fill)  # other checkouts build against it meanwhile
+    # The machine's (it is in the hashes); other checkouts build against it meanwhile.
+    farm, passed = publish_shared("netlib-lapack", buildcache.externals_dirs(), fill)
+    say_private_prefixes(passed)
+    if farm is None:
+        return None
     return {
         "externals": [
             {"spec": f"netlib-lapack@{version}~external-blas+shared~lapacke", "prefix": str(farm)}

@@ -15,9 +15,12 @@ gets a directory of symlinks instead (as the reference BLAS does), under
 Spack's compiler wrapper then adds ``-I``/``-L``/RPATH of the prefix, and a binary built
 against MPICH loads ``libmpich`` whatever the alternatives say.
 
-The prefixes are the user's, shared by every checkout (their paths are in the specs'
-hashes): ``detect`` replaces one in one step (:func:`files.publish_tree`), so
-another checkout building or running against it meanwhile never finds it missing.
+The prefixes are the machine's, shared by every user and checkout (their paths are in the
+specs' hashes, so an ordinary user's builds take root's binaries): ``detect`` uses the tree
+another user made where it is the same, else replaces it in one step
+(:func:`files.publish_shared`), so another checkout building or running against it
+meanwhile never finds it missing; where the machine's directory can be neither used nor
+written, the user's own.
 """
 
 import re
@@ -82,6 +85,16 @@ def make(mpi, farm, bindir="/usr/bin"):
     if not programs:
         return None
     return files.publish_tree(farm, lambda fresh: _fill(mpi, programs, fresh, bindir))
+
+
+def make_shared(mpi, roots, bindir="/usr/bin"):
+    """The prefix of ``mpi`` in the first of ``roots`` (directories of prefixes) where it
+    can be shared (:func:`files.publish_shared`): (prefix or None, [why a root was
+    passed over])."""
+    programs = alternatives_prefix(mpi, bindir)
+    if not programs:
+        return None, []
+    return files.publish_shared(mpi, roots, lambda fresh: _fill(mpi, programs, fresh, bindir))
 
 
 def _fill(mpi, programs, farm, bindir):

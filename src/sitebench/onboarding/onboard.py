@@ -45,6 +45,7 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.common.names import check_name
+from sitebench.spack import buildcache
 
 #: ``sinfo`` fields, one line per partition and node shape: partition, nodes, CPUs per node,
 #: sockets:cores:threads, memory per node (MB), availability, time limit.
@@ -551,19 +552,26 @@ def findings(site, detection, packages, parts, mirror, slurm, chosen=(), notes=(
             f"toolchains in site-configs/{site}/site.yaml: every benchmark is built and run "
             f"with each ({', '.join(tc.name for tc in chosen)}); drop or add some there"
         )
-    farms = buildcache.externals_dir()  # where mpi_prefix makes them (per user)
-    moved = [
-        name
-        for name in ("openmpi", "mpich")
-        for ext in (packages.get(name) or {}).get("externals") or []
-        if str(ext.get("prefix", "")).startswith(str(farms))
-    ]
-    if moved:
-        review.append(
-            f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
-            f"its own under {paths.shown(farms)}/ (spack/packages.yaml), made again by "
-            f"onboarding on another machine"
-        )
+    for farms in buildcache.externals_dirs():
+        moved = [
+            name
+            for name in ("openmpi", "mpich")
+            for ext in (packages.get(name) or {}).get("externals") or []
+            if Path(str(ext.get("prefix", ""))).parent == farms
+        ]
+        if moved:
+            shared = farms == buildcache.externals_dirs()[0]
+            review.append(
+                f"{', '.join(moved)}: in /usr behind Debian's alternatives, given a prefix of "
+                f"its own under {paths.shown(farms)}/ (spack/packages.yaml), "
+                + (
+                    "the machine's: every user's builds hash alike and share binaries"
+                    if shared
+                    else "this user's own, since the machine's "
+                    f"{buildcache.externals_dirs()[0]} could not be used: other users' "
+                    "builds hash apart (make it as root, mode 0755, and onboard again)"
+                )
+            )
     if not blas:
         review.append(
             "no BLAS found: HPL will build OpenBLAS from source (Debian: apt-get install "

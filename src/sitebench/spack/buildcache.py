@@ -28,9 +28,11 @@ length and the same binary, installed into that 113-character root, ran with its
 rewritten. Spack's hashes do not depend on the padding.
 
 A binary is only the same build where its hash is the same, and an external's prefix is
-part of the hash: the MPI and reference-BLAS prefixes sitebench makes (``sites/
-mpi_prefix.py``) live in the user's cache (:func:`externals_dir`), not in a checkout, so
-every checkout of a user concretizes to the same hashes.
+part of the hash: the MPI and reference-BLAS prefixes sitebench makes (``discovery/
+mpi_prefix.py``) live in a directory of the machine (:func:`externals_dirs`), not in a
+checkout nor a home, so every checkout of every user concretizes to the same hashes. A
+user who can neither write it nor find there the tree it would make gets prefixes of its
+own (its cache), and detection says so.
 
 A cache that cannot be created, written or has little room left is used read-only or
 not at all, and says so once: builds go on from source. (A push that fails after that check,
@@ -91,10 +93,24 @@ def directory():
     return paths.user_cache_dir() / "buildcache"
 
 
+#: Where the prefixes sitebench makes for externals live, shared by every user.
+EXTERNALS_ENV_VAR = "SITEBENCH_EXTERNALS_DIR"
+MACHINE_EXTERNALS = Path("/var/cache/sitebench/externals")
+
+
 def externals_dir():
-    """Where the prefixes sitebench makes for externals live: one per user, so that every
-    checkout's specs depend on the same external prefixes (and have the same hashes)."""
+    """The user's own directory of external prefixes (used where the machine's cannot be)."""
     return paths.user_cache_dir() / "externals"
+
+
+def externals_dirs():
+    """Where a prefix sitebench makes for an external may live, in order: the machine's
+    (``$SITEBENCH_EXTERNALS_DIR``, else ``/var/cache/sitebench/externals``), shared by
+    every user and checkout, so that an ordinary user's specs hash as root's and take
+    root's binaries; then the user's own (:func:`externals_dir`)."""
+    given = os.environ.get(EXTERNALS_ENV_VAR, "").strip()
+    machine = Path(given).expanduser().resolve() if given else MACHINE_EXTERNALS
+    return [machine, externals_dir()] if machine != externals_dir() else [machine]
 
 
 def _probe_write(path):
