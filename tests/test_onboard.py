@@ -6,6 +6,7 @@ environment modules, beside what is on PATH).
 """
 
 import json
+from pathlib import Path
 import os
 import shutil
 import subprocess
@@ -389,8 +390,9 @@ def test_onboarding_a_large_cache_machine_reports_its_stream_arrays(sites_root):
 
 def test_mpis_given_a_prefix_of_their_own_are_named_for_review(sites_root):
     """Debian's MPIs live in /usr behind its alternatives: onboarding gives each a prefix of
-    its own where mpi_prefix makes them (buildcache.externals_dir), and the review names
-    them there (it looked in .sitebench/externals, where none are since they moved)."""
+    its own where mpi_prefix makes them (the machine's directory, else the user's:
+    buildcache.externals_dirs), and the review names them there (it looked in
+    .sitebench/externals, where none are since they moved)."""
     from sitebench.spack import buildcache
 
     detection = vm(("openmpi", "mpich"))
@@ -405,7 +407,7 @@ def test_mpis_given_a_prefix_of_their_own_are_named_for_review(sites_root):
         mpi
         for mpi in ("openmpi", "mpich")
         for ext in (packages.get(mpi) or {}).get("externals") or []
-        if str(ext.get("prefix", "")).startswith(str(buildcache.externals_dir()))
+        if Path(str(ext.get("prefix", ""))).parent in buildcache.externals_dirs()
     ]
     assert moved, packages.get("openmpi")
     assert f"{', '.join(moved)}: in /usr behind Debian's alternatives" in text, text

@@ -45,7 +45,6 @@ from sitebench.common import paths
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import write_atomic
 from sitebench.common.names import check_name
-from sitebench.spack import buildcache
 
 #: ``sinfo`` fields, one line per partition and node shape: partition, nodes, CPUs per node,
 #: sockets:cores:threads, memory per node (MB), availability, time limit.
