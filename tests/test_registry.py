@@ -11,6 +11,7 @@ import time
 import pytest
 
 from exchange_world import World, git
+from sitebench.common.errors import SitebenchError
 from sitebench.results import exchange, registry, store, verify
 
 pytestmark = pytest.mark.reliability_input
@@ -215,3 +216,95 @@ def test_a_hostile_registry_change_is_refused_and_the_others_go_on(tmp_path, pro
     text = git(world.bare, "show", f"main:{REG}").stdout
     assert "mallory" not in text and len(_registered(world, "beta")) == 1
     assert len(_registered(world, "alpha")) == 1
+
+
+# -- one key per site: what the registry brings against what this site trusts already -----
+
+
+def _announced_by_mallory(world, key):
+    """mallory (registered) ends its key and announces ``key`` (a public key line anyone
+    can copy) as its next one: a rotation the registry's own rules accept, pushed with
+    plain git."""
+    mallory = world.site("mallory")
+    clone = world.hostile_clone()
+    text = (clone / REG).read_text()
+    ends = registry.utc(time.time() + 60)
+    text += f'mallory valid-before="{ends}" {_pub(mallory)}\nmallory {key}\n'
+    (clone / REG).write_text(text)
+    return world.push_as(clone, "registry: mallory rotated", key=mallory.key)
+
+
+def _with_mallory(tmp_path):
+    world = _federation(tmp_path, protected=False)
+    mallory = world.site("mallory")
+    done = world.site("host").cli("trust", "register", "mallory", f"{mallory.key}.pub")
+    assert done.returncode == 0, done
+    return world
+
+
+def test_a_registry_giving_a_key_trusted_here_for_another_site_changes_nothing(tmp_path):
+    """beta trusts gamma's key by hand (gamma is not in the registry); mallory announces
+    gamma's public key as its own next key. beta's pull takes none of it: its list is
+    unchanged, nothing is accepted, the refusal names the key, both sites and the fix;
+    once beta drops its line, the same pull goes on."""
+    world = _with_mallory(tmp_path)
+    alpha, beta, gamma = world.site("alpha"), world.site("beta"), world.site("gamma")
+    assert beta.pull().refused == []  # mallory's key came in with the registry
+    beta.trusts(gamma)
+    fp = verify.fingerprint(gamma.public)
+    assert _announced_by_mallory(world, _pub(gamma)).returncode == 0
+    honest = alpha.new_run()
+    assert alpha.publish().published
+    signers = beta.home / "trust" / "allowed_signers"
+    before, accepted = signers.read_text(), exchange.Exchange(beta.results).rev(
+        exchange.ACCEPTED
+    )
+    with pytest.raises(SitebenchError) as refused:
+        beta.pull()
+    assert signers.read_text() == before
+    told = str(refused.value)
+    for named in (fp, "gamma and mallory", "one key per site", "registry gives this key"):
+        assert named in told, told
+    assert f"./sitebench trust remove SITE --fingerprint {fp}" in told, told
+    assert exchange.Exchange(beta.results).rev(exchange.ACCEPTED) == accepted
+    assert honest not in beta.runs("alpha")
+    again = beta.cli("pull", "--remote", str(world.bare))
+    assert again.returncode == 2 and fp in again.stderr, again
+    assert signers.read_text() == before
+
+    assert beta.cli("trust", "remove", "gamma", "--fingerprint", fp).returncode == 0
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [honest])], pulled
+    assert f"mallory {_pub(gamma)}" in signers.read_text()
+
+
+def test_a_sites_own_key_trusted_here_for_another_site_is_not_trusted_again(tmp_path):
+    """gamma, not registered yet, sent its public key around; mallory announces it as its
+    own next key. gamma sets its trust directory up anew (the key kept) and takes the
+    registry in: its own key now stands for mallory there. Making sure of its key (trust
+    key, publish) refuses to trust it for gamma too, changes nothing and says what to
+    fix."""
+    world = _with_mallory(tmp_path)
+    alpha, gamma = world.site("alpha"), world.site("gamma")
+    fp = verify.fingerprint(gamma.public)
+    assert _announced_by_mallory(world, _pub(gamma)).returncode == 0
+    assert alpha.pull().refused == []
+    signers = gamma.home / "trust" / "allowed_signers"
+    signers.unlink()
+    assert gamma.cli("trust", "import", "--host", world.host_fp).returncode == 0
+    pinned = alpha.cli("exchange", "accepted").stdout.split()[0]
+    joined = gamma.cli("pull", "--remote", str(world.bare), "--expect", pinned)
+    assert joined.returncode in (0, 3), joined
+    before = signers.read_text()
+    assert f"mallory {_pub(gamma)}" in before and "\ngamma " not in f"\n{before}"
+    told = gamma.cli("trust", "key", "gamma")
+    assert told.returncode == 2, told
+    for named in (fp, "gamma and mallory", "one key per site", "this site's own key"):
+        assert named in told.stderr, told.stderr
+    assert f"./sitebench trust remove SITE --fingerprint {fp}" in told.stderr
+    assert "./sitebench trust key gamma" in told.stderr
+    assert signers.read_text() == before
+    gamma.new_run()
+    with pytest.raises(SitebenchError, match="one key per site"):
+        gamma.publish()
+    assert signers.read_text() == before

@@ -156,8 +156,9 @@ def add(site, keyfile, remote=None, valid_after=None, valid_before=None):
     return fp
 
 
-def _one_site_per_key(adding, lines, signers):
-    """Refuse to trust a key for a site when ``lines`` trust it for another already."""
+def _one_site_per_key(adding, lines, signers, fix=None):
+    """Refuse to trust a key for a site when ``lines`` trust it for another already;
+    ``fix(site, others, fp)`` is the hint (default: the site makes its own key)."""
     owners = {}
     for principal, fp, _, _ in map(_entry, lines):
         if fp:
@@ -167,8 +168,10 @@ def _one_site_per_key(adding, lines, signers):
         if others:
             raise SitebenchError(
                 f"{signers}: {verify.shared_key_reason(fp, sorted({site, *others}))}",
-                f"nothing was changed; {site} makes its own key with ./sitebench trust key "
-                f"{site}, and you trust that one",
+                fix(site, others, fp)
+                if fix
+                else f"nothing was changed; {site} makes its own key with ./sitebench trust "
+                f"key {site}, and you trust that one",
             )
 
 
@@ -316,6 +319,21 @@ def ensure_site_key(site):
     path = keys_dir() / check_name("site", site)
     made = make_key(path, f"sitebench-{site}")
     public = Path(f"{path}.pub").read_text(encoding="utf-8").strip()
+    signers = allowed_signers_file()
+
+    def fix(site, others, fp):
+        # This site holds the private half: another site's line for it is a copied or
+        # announced public key, or this key was handed over.
+        names = " and ".join(others)
+        return (
+            f"nothing was changed; {path}.pub is this site's own key: if {names} never held "
+            f"it (its public half announced as theirs), stop trusting it for them "
+            f"(./sitebench trust remove SITE --fingerprint {fp}) and tell the host; if it "
+            f"was given to {names}, move {path} and {path}.pub aside and run ./sitebench "
+            f"trust key {site} for a new one"
+        )
+
+    _one_site_per_key([(site, fingerprint(public))], _lines(signers), signers, fix)
     add(site, f"{path}.pub")
     return path, public, made
 
@@ -347,6 +365,19 @@ def merge_lines(lines):
     """Put allowed_signers ``lines`` (a registry's) into this site's list: each replaces the
     line of its site and key here; the other lines stay."""
     incoming = {_entry(line)[:2]: line for line in lines}
-    kept = [ln for ln in _lines(allowed_signers_file()) if _entry(ln)[:2] not in incoming]
-    _one_site_per_key(list(incoming), kept + list(incoming.values()), allowed_signers_file())
-    _write(allowed_signers_file(), kept + list(incoming.values()))
+    signers = allowed_signers_file()
+    kept = [ln for ln in _lines(signers) if _entry(ln)[:2] not in incoming]
+
+    def fix(site, others, fp):
+        # The registry is append-only: its line stays, so the local one has to go.
+        names = " and ".join(others)
+        return (
+            f"nothing was changed and nothing was accepted: the federation's registry gives "
+            f"this key to {site}, and this site's list trusts it for {names}; every pull "
+            f"stops here until one goes. If the registry is right, stop trusting it for "
+            f"{names} (./sitebench trust remove SITE --fingerprint {fp}) and pull again; if "
+            f"not, tell the host ({names} needs a key of its own in the registry)"
+        )
+
+    _one_site_per_key(list(incoming), kept + list(incoming.values()), signers, fix)
+    _write(signers, kept + list(incoming.values()))
