@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -1180,13 +1181,17 @@ def test_a_revoked_key_signs_nothing_after_its_time_and_a_new_key_takes_over(tmp
     assert gamma.runs("alpha") == sorted([first, third])
 
 
-def _one_key_two_windows(world, signers):
+def _one_key_two_windows(world, signers, separator=" "):
     """``signers`` (an allowed_signers file) also trusts mallory's key for alpha, but only
-    before the last day: mallory's key is valid for mallory now and for alpha no longer."""
+    before the last day: mallory's key is valid for mallory now and for alpha no longer.
+    ``separator``: what stands after the principal on mallory's line (OpenSSH takes a tab
+    as it takes a space)."""
     mallory = world.site("mallory")
     ended = time.strftime("%Y%m%d%H%M%SZ", time.gmtime(time.time() - 86400))
-    with open(signers, "a", encoding="utf-8") as out:
-        out.write(f'alpha valid-before="{ended}" {mallory.public}\n')
+    text = Path(signers).read_text(encoding="utf-8")
+    assert f"mallory {mallory.public}\n" in text, text
+    text = text.replace(f"mallory {mallory.public}", f"mallory{separator}{mallory.public}")
+    Path(signers).write_text(text + f'alpha valid-before="{ended}" {mallory.public}\n')
     return verify.fingerprint(mallory.public)
 
 
@@ -1196,16 +1201,19 @@ def _alphas_run_signed_by_mallory(world):
     return world.push_as(clone, "results: alpha: 1 run", key=world.site("mallory").key)
 
 
-def test_one_key_trusted_for_two_sites_in_two_windows_signs_for_neither(tmp_path):
+@pytest.mark.parametrize("separator", [" ", "\t"], ids=["space", "tab"])
+def test_one_key_trusted_for_two_sites_in_two_windows_signs_for_neither(tmp_path, separator):
     """A hand-written allowed_signers trusts mallory's key for mallory (always) and for
     alpha (until yesterday). git checks the key's period for the site find-principals
     names (mallory, valid now), and the fingerprint maps to both: a run of alpha's signed
     by it today, outside alpha's window, was accepted. Now the list is refused by name
     before anything is judged, trust add refuses to build such a list, and once the line
-    goes the run is refused as another site's."""
+    goes the run is refused as another site's. With a tab after ``mallory`` (OpenSSH reads
+    it; the list was read as splitting at a space only, so mallory's line was no key) the
+    run was accepted until 2026-11-28."""
     world = _world(tmp_path, protected=False)
     alpha, beta, mallory = world.site("alpha"), world.site("beta"), world.site("mallory")
-    fp = _one_key_two_windows(world, beta.home / "trust" / "allowed_signers")
+    fp = _one_key_two_windows(world, beta.home / "trust" / "allowed_signers", separator)
     assert _alphas_run_signed_by_mallory(world).returncode == 0
     honest = alpha.new_run()
     assert alpha.publish().published

@@ -146,7 +146,8 @@ def read_allowed_signers(path):
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        principals, _, key = line.partition(" ")
+        # Split as OpenSSH does (at any blank): a tab after the principals is theirs too.
+        principals, _, key = line.replace("\t", " ").partition(" ")
         fp = fingerprint(key)
         if fp:
             for site in principals.split(","):
