@@ -66,8 +66,11 @@ def summarize(run_path, root=None):
     """A text table of the run at ``run_path`` beside its site's earlier runs."""
     run = load_run(run_path)
     con = store.open_store([run.site], root)
+    # Without "started" (not shown): DuckDB 2.0's .df() turns a TIMESTAMPTZ column into
+    # pandas with DataFrame.drop(inplace=True), which pandas 3.1 deprecates (Pandas4Warning).
     now = con.execute(
-        "SELECT * FROM figures WHERE site = ? AND run = ? AND figure <> 'job_wall' "
+        "SELECT * EXCLUDE (started) FROM figures WHERE site = ? AND run = ? "
+        "AND figure <> 'job_wall' "
         'ORDER BY "check", params, partition, figure',
         [run.site, run.name],
     ).df()
