@@ -308,3 +308,29 @@ def test_a_sites_own_key_trusted_here_for_another_site_is_not_trusted_again(tmp_
     with pytest.raises(SitebenchError, match="one key per site"):
         gamma.publish()
     assert signers.read_text() == before
+
+
+@pytest.mark.parametrize("separator", [" ", "\t"], ids=["space", "tab"])
+def test_a_hosted_line_of_a_key_the_registry_ended_keeps_it_valid_for_nothing(
+    tmp_path, separator
+):
+    """The host's own list (init-remote) trusts alpha's key by hand too, written before
+    the registry (OpenSSH reads a tab after the principal as a blank). alpha rotates; a
+    thief's push with the old key is refused by the hook: the registry's line, ending the
+    key, takes the place of the hand-written one. With a tab that line was kept beside it
+    (the hook read the principal up to a space only), and git took the old key as valid."""
+    world = _federation(tmp_path, protected=True)
+    alpha = world.site("alpha")
+    hosted = world.bare / "sitebench" / "allowed_signers"
+    hosted.write_text(hosted.read_text() + f"alpha{separator}{alpha.public}\n")
+    done = alpha.cli("trust", "rotate", "alpha")
+    assert done.returncode == 0, done
+    retired = next(alpha.key.parent.glob("alpha.retired-*[!b]"))
+    time.sleep(1.2)  # past the old key's valid-before (whole seconds, both ends included)
+    clone = world.hostile_clone()
+    name = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-stolen"
+    (clone / "alpha" / name).mkdir(parents=True)
+    (clone / "alpha" / name / "report.json").write_text("{}")
+    pushed = world.push_as(clone, "results: alpha", key=retired)
+    assert pushed.returncode != 0 and "not at the commit's time" in pushed.stderr, pushed.stderr
+    assert git(world.bare, "ls-tree", "main", "--", f"alpha/{name}").stdout == ""

@@ -1366,7 +1366,9 @@ def _registry_rules(git, commit, rules, tmp, n):
     state = registry_state(entries)
     lines = []
     for line in open(rules.allowed_signers, encoding="utf-8").read().splitlines():
-        principal = line.split(" ", 1)[0]
+        # The principal ends at any blank, as OpenSSH reads it: a hand-written line with a
+        # tab is replaced by the registry's line of its key too (never kept valid beside it).
+        principal = line.split(None, 1)[0] if line.strip() else ""
         if line.strip() and (principal, fingerprint(line)) not in state:
             lines.append(line)
     for (principal, _), (options, key) in state.items():
