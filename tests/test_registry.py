@@ -334,3 +334,22 @@ def test_a_hosted_line_of_a_key_the_registry_ended_keeps_it_valid_for_nothing(
     pushed = world.push_as(clone, "results: alpha", key=retired)
     assert pushed.returncode != 0 and "not at the commit's time" in pushed.stderr, pushed.stderr
     assert git(world.bare, "ls-tree", "main", "--", f"alpha/{name}").stdout == ""
+
+
+def test_a_commented_out_key_line_owns_no_key(tmp_path, monkeypatch):
+    """An admin comments a key's line out ("# gamma ssh-ed25519 ..."): OpenSSH and git skip
+    it, and so does one-key-per-site. The registry giving that key to gamma, and trust add,
+    take it (the comment stays); the list names no site "#"."""
+    from sitebench.results import trust
+
+    monkeypatch.setenv("SITEBENCH_TRUST_DIR", str(tmp_path / "trust"))
+    trust.make_key(tmp_path / "gamma", "gamma")
+    public = (tmp_path / "gamma.pub").read_text().strip()
+    signers = trust.allowed_signers_file()
+    signers.parent.mkdir()
+    signers.write_text(f"# gamma {public}\n")
+    trust.merge_lines([f"gamma {public}"])
+    assert signers.read_text() == f"# gamma {public}\ngamma {public}\n"
+    signers.write_text(f"# beta {public}\n")
+    assert trust.add("gamma", tmp_path / "gamma.pub") == verify.fingerprint(public)
+    assert [row[0] for row in trust.listing()] == ["gamma"]

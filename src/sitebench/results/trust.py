@@ -204,8 +204,9 @@ def revoke(site, since, fp=None, remote=None):
 
 
 def _entry(line):
-    """(principal, fingerprint, [options], key) of an allowed_signers line."""
-    parts = line.split()
+    """(principal, fingerprint, [options], key) of an allowed_signers line (a comment, as
+    OpenSSH skips it, is no key)."""
+    parts = [] if line.lstrip().startswith("#") else line.split()
     at = next(
         (
             i
