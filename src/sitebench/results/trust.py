@@ -374,10 +374,11 @@ def merge_lines(lines):
         names = " and ".join(others)
         return (
             f"nothing was changed and nothing was accepted: the federation's registry gives "
-            f"this key to {site}, and this site's list trusts it for {names}; every pull "
-            f"stops here until one goes. If the registry is right, stop trusting it for "
-            f"{names} (./sitebench trust remove SITE --fingerprint {fp}) and pull again; if "
-            f"not, tell the host ({names} needs a key of its own in the registry)"
+            f"this key to {site}, and this site's list trusts it for {names}; the registry "
+            f"is append-only, so every pull stops here until this site's line goes: stop "
+            f"trusting it for {names} (./sitebench trust remove SITE --fingerprint {fp}) "
+            f"and pull again. If {site} was not given this key, tell the host: {names} then "
+            f"needs a new key, registered by the host"
         )
 
     _one_site_per_key(list(incoming), kept + list(incoming.values()), signers, fix)
