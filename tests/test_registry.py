@@ -256,9 +256,7 @@ def test_a_registry_giving_a_key_trusted_here_for_another_site_changes_nothing(t
     honest = alpha.new_run()
     assert alpha.publish().published
     signers = beta.home / "trust" / "allowed_signers"
-    before, accepted = signers.read_text(), exchange.Exchange(beta.results).rev(
-        exchange.ACCEPTED
-    )
+    before, accepted = signers.read_text(), exchange.Exchange(beta.results).rev(exchange.ACCEPTED)
     with pytest.raises(SitebenchError) as refused:
         beta.pull()
     assert signers.read_text() == before
@@ -311,9 +309,7 @@ def test_a_sites_own_key_trusted_here_for_another_site_is_not_trusted_again(tmp_
 
 
 @pytest.mark.parametrize("separator", [" ", "\t"], ids=["space", "tab"])
-def test_a_hosted_line_of_a_key_the_registry_ended_keeps_it_valid_for_nothing(
-    tmp_path, separator
-):
+def test_a_hosted_line_of_a_key_the_registry_ended_keeps_it_valid_for_nothing(tmp_path, separator):
     """The host's own list (init-remote) trusts alpha's key by hand too, written before
     the registry (OpenSSH reads a tab after the principal as a blank). alpha rotates; a
     thief's push with the old key is refused by the hook: the registry's line, ending the

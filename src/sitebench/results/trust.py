@@ -168,11 +168,15 @@ def _one_site_per_key(adding, lines, signers, fix=None):
         if others:
             raise SitebenchError(
                 f"{signers}: {verify.shared_key_reason(fp, sorted({site, *others}))}",
-                fix(site, others, fp)
-                if fix
-                else f"nothing was changed; {site} makes its own key with ./sitebench trust "
-                f"key {site}, and you trust that one",
+                fix(site, others, fp) if fix else _own_key_hint(site),
             )
+
+
+def _own_key_hint(site):
+    return (
+        f"nothing was changed; {site} makes its own key with ./sitebench trust key {site}, "
+        "and you trust that one"
+    )
 
 
 def check_one_key_per_site(trusted, signers):
