@@ -356,11 +356,18 @@ def check_range(git, old, new, rules, refused=frozenset(), read=None):
             trees = tree_reasons(git, [c for c in commits if len(c) <= 2], held)
             found = [c for entries in changes.values() for c in _sized(entries, rules)]
             sizes = blob_sizes(git, [c[2] for c in found])
+            # What each commit adds, judged while the signatures are still being checked
+            # (used where the commit is judged against its parent, as nearly always).
+            ruled = {
+                c[0]: _check_changes(changes[c[0]], rules, root=len(c) == 1)
+                for c in commits
+                if c[0] in changes and c[0] not in refused
+            }
         finally:
             signatures = signed.result()
             signer.close()
     verdicts, base = [], old
-    changes = (changes, trees, sizes)
+    changes = (changes, trees, sizes, ruled)
     try:
         return _judge(git, commits, signatures, refused, rules, verdicts, base, changes)
     finally:
@@ -379,8 +386,9 @@ def _judge(git, commits, signatures, refused, rules, verdicts, base, changes):
         parent = parents[0] if parents else None
         known = changes[0].get(commit) if parent == base else None
         trees = changes[1].get(commit) if parent == base else None
+        ruled = changes[3].get(commit) if parent == base else None
         verdict = _check_commit(
-            git, commit, parents, base, signature, rules, known, trees, changes[2]
+            git, commit, parents, base, signature, rules, known, trees, changes[2], ruled
         )
         verdicts.append(verdict)
         if verdict.ok:
@@ -659,10 +667,11 @@ def _plain_signers(path):
 
 
 def _check_commit(
-    git, commit, parents, base, signature, rules, known=None, trees=None, sizes=None
+    git, commit, parents, base, signature, rules, known=None, trees=None, sizes=None, ruled=None
 ):
     """The verdict on ``commit`` against ``base``; ``known``, ``trees`` (reason, paths base
-    held) and ``sizes`` are what was read of it against its parent when that is ``base``."""
+    held), ``sizes`` and ``ruled`` (:func:`_check_changes` of ``known``) are what was read
+    of it against its parent when that is ``base``."""
     if len(parents) > 1:
         return Verdict(commit, "a merge commit (the exchange takes a linear history of runs)")
     try:
@@ -679,7 +688,9 @@ def _check_commit(
             git, commit, base, changes, registry, signature, rules, root
         )
         return Verdict(commit, reason)
-    runs, reason = _check_changes(changes, rules, root=not parents)
+    if ruled is None or known is None:
+        ruled = _check_changes(changes, rules, root=not parents)
+    runs, reason = ruled
     if reason:
         return Verdict(commit, reason)
     reason = _check_left_out(git, commit, changes, signature[2], rules)
@@ -899,7 +910,7 @@ def _check_changes(changes, rules, root):
     out a whole run (:func:`_check_left_out`)."""
     runs = set()
     for status, mode, _, path in changes:
-        where = _run_of(path, rules.prefix)
+        where, inside = _run_parts(path, rules.prefix)
         if isinstance(where, str) and root:
             continue  # a root commit's other files are inert: never exported nor checked out
         if isinstance(where, str):
@@ -914,7 +925,6 @@ def _check_changes(changes, rules, root):
                 mode, f"mode {mode}"
             )
             return runs, f"{_shown(path)} is {kind}: runs hold regular files only"
-        inside = path[len(rules.prefix) :].split("/")[2:]
         if not (
             (len(inside) == 1 and inside[0] in RUN_TOP_FILES)
             or (len(inside) > 1 and inside[0] in RUN_TOP_DIRS)
@@ -1179,21 +1189,29 @@ def _tree_entries(data):
 
 def _run_of(path, prefix):
     """(site, run) of a file path, or a string saying why it is not a run file."""
-    why = _not_a_run(path, prefix)
+    return _run_parts(path, prefix)[0]
+
+
+def _run_parts(path, prefix):
+    """((site, run), [the path's components inside the run]) of a file path, or (a string
+    saying why it is not a run file, []); the path split once."""
+    parts = path[len(prefix) :].split("/") if path.startswith(prefix) else None
+    why = _not_a_run(path, prefix, parts)
     if why:
-        return f"not a run file ({why}; code and configuration never travel with runs)"
-    parts = path[len(prefix) :].split("/")
-    for part in parts[2:]:
+        return f"not a run file ({why}; code and configuration never travel with runs)", []
+    inside = parts[2:]
+    for part in inside:
         bad = _bad_component(part)
         if bad:
-            return bad
-    return parts[0], parts[1]
+            return bad, []
+    return (parts[0], parts[1]), inside
 
 
-def _not_a_run(path, prefix):
+def _not_a_run(path, prefix, parts=None):
     if not path.startswith(prefix):
         return f"outside {prefix}"
-    parts = path[len(prefix) :].split("/")
+    if parts is None:
+        parts = path[len(prefix) :].split("/")
     if len(parts) < 3:
         return "not inside a run directory <site>/<run>/"
     if len(parts) > MAX_DEPTH or len(path) > MAX_PATH:
@@ -1278,13 +1296,22 @@ def sized(path, prefix, sized_only):
     return in_run(path, prefix).startswith(tuple(sized_only))
 
 
+def sized_changes(changes, prefix, sized_only):
+    """The changes (tuples whose last item is the path) of files sized here (:func:`sized`);
+    the paths a partial copy fetched are looked up in their set directly (a first pull
+    asks this of every file of every run, three times)."""
+    if isinstance(sized_only, (set, frozenset)):
+        return [c for c in changes if c[-1] in sized_only]
+    return [c for c in changes if sized(c[-1], prefix, sized_only)]
+
+
 def _sized(changes, rules):
     """The added files of ``changes`` whose size is checked here."""
-    return [c for c in changes if c[0] == "A" and sized(c[3], rules.prefix, rules.sized_only)]
+    return sized_changes([c for c in changes if c[0] == "A"], rules.prefix, rules.sized_only)
 
 
 def _check_sizes(git, changes, rules, sizes=None):
-    changes = [c for c in changes if sized(c[3], rules.prefix, rules.sized_only)]
+    changes = sized_changes(changes, rules.prefix, rules.sized_only)
     blobs = [blob for _, _, blob, _ in changes]
     if not blobs:
         return ""
