@@ -355,17 +355,23 @@ class Exchange:
         # The range's commits and changes, read once for the blobs fetched, the rules and the
         # limits (a rewrite is refused by check_range before any is read).
         read = verify.read_range(git, accepted, tip) if ancestor else None
-        if ancestor:
-            wanted = self.index_blobs(tip, accepted, rules.prefix, read[1])
-            fetched = frozenset(path for path, _ in wanted)
-            try:
-                self.fetch_index_blobs(wanted)
-            except GitFailed:
-                pass  # a blob not served: its commit is refused ("its content is missing")
-        # A remote that ignored the filter sent every blob: all are sized, as before.
-        rules.sized_only = () if pulled.whole else fetched
-        refused_before = self._quarantined_commits()
-        verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read)
+        # The signatures need the commits only: checked while the files are fetched.
+        signing = verify.Signing(git, accepted, tip, rules, read) if ancestor else None
+        try:
+            if ancestor:
+                wanted = self.index_blobs(tip, accepted, rules.prefix, read[1])
+                fetched = frozenset(path for path, _ in wanted)
+                try:
+                    self.fetch_index_blobs(wanted)
+                except GitFailed:
+                    pass  # a blob not served: its commit is refused ("its content is missing")
+            # A remote that ignored the filter sent every blob: all are sized, as before.
+            rules.sized_only = () if pulled.whole else fetched
+            refused_before = self._quarantined_commits()
+            verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read, signing)
+        finally:
+            if signing is not None:
+                signing.close()
         for _ in range(REGISTRY_ROUNDS):
             # A registry change accepted on the way (a rotation, a new site) is taken in,
             # then the range is judged again with the keys it gave: runs a rotated key

@@ -320,7 +320,32 @@ def read_range(git, old, new):
     return commits, changes_of(git, [c[0] for c in commits if len(c) <= 2])
 
 
-def check_range(git, old, new, rules, refused=frozenset(), read=None):
+class Signing:
+    """The signatures of a range read by :func:`read_range` (:func:`_signatures`), checked
+    in the background from the moment it is read: a pull starts it before fetching the
+    files it verifies, and :func:`check_range` takes it for the same ``rules``."""
+
+    def __init__(self, git, old, new, rules, read):
+        self.rules, self.signer = rules, git.twin()
+        spec = [f"{old}..{new}"] if old and old != ZERO else [new]
+        commits = [c[0] for c in read[0]]
+        self.pool = ThreadPoolExecutor(max_workers=1)
+        self.future = self.pool.submit(_signatures, self.signer, spec, rules, commits, read[1])
+
+    def result(self):
+        """{commit: signature} (:func:`_signatures`), once checked; its git closed."""
+        try:
+            return self.future.result()
+        finally:
+            self.close()
+
+    def close(self):
+        """Wait for the check (a pull that stops early leaves no git behind) and close."""
+        self.pool.shutdown(wait=True)
+        self.signer.close()
+
+
+def check_range(git, old, new, rules, refused=frozenset(), read=None, signing=None):
     """[Verdict] for every commit of ``old..new`` (``old`` None or zeros: from the root), in
     order; a single refusing verdict for ``new`` when ``old`` is not in its history (a
     rewrite of what was accepted).
@@ -329,7 +354,8 @@ def check_range(git, old, new, rules, refused=frozenset(), read=None):
     parent: a refused commit leaves nothing behind, and a later commit that leaves its content
     out (as publish does, naming it) is judged on what it adds. Commits in ``refused`` (refused
     here before) get :data:`REFUSED_BEFORE` without a second look. ``read``: what
-    :func:`read_range` read of the range already (read here when None)."""
+    :func:`read_range` read of the range already (read here when None); ``signing``: its
+    signatures' check started already (:class:`Signing`; taken for the same ``rules``)."""
     if old and old != ZERO:
         if git.run("merge-base", "--is-ancestor", old, new, check=False).returncode != 0:
             return [
@@ -339,33 +365,28 @@ def check_range(git, old, new, rules, refused=frozenset(), read=None):
                     "before (runs are never removed or replaced)",
                 )
             ]
-        spec = [f"{old}..{new}"]
     else:
-        old, spec = None, [new]
+        old = None
     commits, changes = read if read is not None else read_range(git, old, new)
     # The signatures are checked (ssh-keygen, one per core) while the trees are read: every
     # commit's against its parent's, a few hundred commits at a time, and the sizes of what
     # they add.
-    signer = git.twin()
-    with ThreadPoolExecutor(max_workers=1) as background:
-        signed = background.submit(
-            _signatures, signer, spec, rules, [c[0] for c in commits], changes
-        )
-        try:
-            held = held_kinds(git, changes)
-            trees = tree_reasons(git, [c for c in commits if len(c) <= 2], held)
-            found = [c for entries in changes.values() for c in _sized(entries, rules)]
-            sizes = blob_sizes(git, [c[2] for c in found])
-            # What each commit adds, judged while the signatures are still being checked
-            # (used where the commit is judged against its parent, as nearly always).
-            ruled = {
-                c[0]: _check_changes(changes[c[0]], rules, root=len(c) == 1)
-                for c in commits
-                if c[0] in changes and c[0] not in refused
-            }
-        finally:
-            signatures = signed.result()
-            signer.close()
+    if signing is None or signing.rules is not rules:
+        signing = Signing(git, old, new, rules, (commits, changes))
+    try:
+        held = held_kinds(git, changes)
+        trees = tree_reasons(git, [c for c in commits if len(c) <= 2], held)
+        found = [c for entries in changes.values() for c in _sized(entries, rules)]
+        sizes = blob_sizes(git, [c[2] for c in found])
+        # What each commit adds, judged while the signatures are still being checked
+        # (used where the commit is judged against its parent, as nearly always).
+        ruled = {
+            c[0]: _check_changes(changes[c[0]], rules, root=len(c) == 1)
+            for c in commits
+            if c[0] in changes and c[0] not in refused
+        }
+    finally:
+        signatures = signing.result()
     verdicts, base = [], old
     changes = (changes, trees, sizes, ruled)
     try:
