@@ -280,12 +280,14 @@ class Exchange:
             changes = self._logged_changes(tip, accepted)
         # Each commit's additions, run by run: what a run holds is judged in the commit
         # that adds it (a later commit adding to it is refused, and takes nothing along).
-        added, wanted = {}, set()
+        added, wanted, skip = {}, set(), len(prefix)
         for commit, entries in changes.items():
             for _status, mode, blob, path in entries:
                 if mode not in verify.REGULAR_MODES:
                     continue
-                inside = verify.in_run(path, prefix)
+                # verify.in_run, inline: a first pull asks it of every file of every run.
+                parts = path[skip:].split("/", 2) if path.startswith(prefix) else ()
+                inside = parts[2] if len(parts) == 3 else ""
                 if inside:
                     run = (commit, path[: len(path) - len(inside)])
                     added.setdefault(run, []).append((inside, path, blob))

@@ -102,8 +102,9 @@ def additions(git_dir, verdicts, prefix, sized_only=(), read=None):
         per_site = {}
         for site, run in verdict.runs:
             per_site.setdefault(site, [1, 0, 0, 0])[1] += 1
+        skip = len(prefix)
         for blob, path in changes[verdict.commit]:
-            site = path[len(prefix) :].split("/", 1)[0]
+            site = path[skip:].partition("/")[0]
             if site in per_site:
                 per_site[site][2] += 1
                 per_site[site][3] += sizes.get(blob, 0)

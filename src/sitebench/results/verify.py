@@ -437,18 +437,17 @@ def changes_of(git, commits):
     if proc.returncode != 0:
         return {}
     found = {c: [] for c in commits}
-    tokens = proc.stdout.decode("utf-8", errors="surrogateescape").split("\0")
-    current, i = None, 0
-    while i < len(tokens):
-        token = tokens[i]
-        if token.startswith(":") and current is not None and i + 1 < len(tokens):
-            meta = token.lstrip(":").split()
-            found[current].append((meta[4][0], meta[1], meta[3], tokens[i + 1]))
-            i += 2
-            continue
-        if token.strip() in found:
-            current = token.strip()
-        i += 1
+    tokens = iter(proc.stdout.decode("utf-8", errors="surrogateescape").split("\0"))
+    entries = None
+    for token in tokens:
+        if token[:1] == ":" and entries is not None:
+            path = next(tokens, None)
+            if path is None:
+                break
+            meta = token.split()  # ":<old mode>", new mode, old blob, new blob, status
+            entries.append((meta[4][0], meta[1], meta[3], path))
+        elif token.strip() in found:
+            entries = found[token.strip()]
     return found
 
 
@@ -1214,25 +1213,41 @@ def _run_of(path, prefix):
 
 
 def _run_parts(path, prefix):
-    """((site, run), [the path's components inside the run]) of a file path, or (a string
-    saying why it is not a run file, []); the path split once."""
-    parts = path[len(prefix) :].split("/") if path.startswith(prefix) else None
-    why = _not_a_run(path, prefix, parts)
+    """((site, run), (the path's components inside the run)) of a file path, or (a string
+    saying why it is not a run file, ()); the same checks as :func:`_not_a_run` and
+    :func:`_bad_component`, in the same order, the part inside the run checked once for
+    every run that holds it."""
+    head = path[len(prefix) :].split("/", 2) if path.startswith(prefix) else None
+    if head is None or len(head) < 3:
+        why = _not_a_run(path, prefix)
+    else:
+        inside, bad = _inside_run(head[2])
+        if len(inside) + 2 > MAX_DEPTH or len(path) > MAX_PATH:
+            why = "path too deep or too long"
+        else:
+            why = _bad_run_dir(head[0], head[1])
     if why:
-        return f"not a run file ({why}; code and configuration never travel with runs)", []
-    inside = parts[2:]
+        return f"not a run file ({why}; code and configuration never travel with runs)", ()
+    if bad:
+        return bad, ()
+    return (head[0], head[1]), inside
+
+
+@functools.lru_cache(maxsize=2**16)
+def _inside_run(rest):
+    """(the components of a path inside a run, why one is refused or "")."""
+    inside = tuple(rest.split("/"))
     for part in inside:
         bad = _bad_component(part)
         if bad:
-            return bad, []
-    return (parts[0], parts[1]), inside
+            return inside, bad
+    return inside, ""
 
 
-def _not_a_run(path, prefix, parts=None):
+def _not_a_run(path, prefix):
     if not path.startswith(prefix):
         return f"outside {prefix}"
-    if parts is None:
-        parts = path[len(prefix) :].split("/")
+    parts = path[len(prefix) :].split("/")
     if len(parts) < 3:
         return "not inside a run directory <site>/<run>/"
     if len(parts) > MAX_DEPTH or len(path) > MAX_PATH:
