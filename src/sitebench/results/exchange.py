@@ -80,6 +80,8 @@ LOG_WRITERS = 16
 INDEX_PATHS = ("figures.json", "provenance/")
 #: What every site takes of a run published without ``figures.json`` (before 2026-11-28).
 OLDER_INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
+#: The files of a run that may be taken, whichever of the two it is.
+EVER_INDEXED = tuple(sorted(set(INDEX_PATHS + OLDER_INDEX_PATHS)))
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
 #: Where a restore records on the remote the rewritten tip it replaced.
@@ -288,7 +290,7 @@ class Exchange:
                 # verify.in_run, inline: a first pull asks it of every file of every run.
                 parts = path[skip:].split("/", 2) if path.startswith(prefix) else ()
                 inside = parts[2] if len(parts) == 3 else ""
-                if inside:
+                if inside.startswith(EVER_INDEXED):  # the rest is bulk whatever the run
                     run = (commit, path[: len(path) - len(inside)])
                     added.setdefault(run, []).append((inside, path, blob))
                 elif path == verify.REGISTRY_FILE:
