@@ -549,13 +549,14 @@ def _signer_hints(changes, rules, commits):
     the commit's own changes; a wrong hint only sends the commit to git."""
     hints = {}
     for commit in commits:
-        sites = set()
-        for status, _, _, path in changes.get(commit, ()):
-            site = (
-                path[len(rules.prefix) :].split("/", 1)[0] if path.startswith(rules.prefix) else ""
-            )
-            if status == "A" and SITE_NAME.fullmatch(site) and ".." not in site:
-                sites.add(site)
+        skip = len(rules.prefix)
+        tops = {
+            path[skip:].partition("/")[0]
+            for status, _, _, path in changes.get(commit, ())
+            if status == "A" and path.startswith(rules.prefix)
+        }
+        # Each name the commit's files start with checked once, not once per file.
+        sites = {site for site in tops if SITE_NAME.fullmatch(site) and ".." not in site}
         sites -= set(rules.unsigned_sites)
         if sites and not any(c[3].startswith(REGISTRY_DIR + "/") for c in changes[commit]):
             hints[commit] = sorted(sites)[0]
@@ -701,7 +702,7 @@ def _check_commit(
         changes = known if known is not None else _changes(git, commit, base)
     except RuntimeError as err:
         return Verdict(commit, f"unreadable commit ({err})")
-    registry = [c for c in changes if c[3].split("/")[0] == REGISTRY_DIR]
+    registry = [c for c in changes if c[3].startswith(REGISTRY_DIR + "/") or c[3] == REGISTRY_DIR]
     if registry:
         root = not parents
         reason = _check_registry_commit(
