@@ -184,7 +184,8 @@ def write_commit(repository, text):
 def plumb_commit(clone, additions, key=None, removals=(), message="results: runs"):
     """A commit on ``clone``'s HEAD built with git's plumbing (``mktree``), which takes tree
     entries ``git add`` refuses (``.git``, ``..``, gitlinks): ``additions`` maps a path to
-    (mode, bytes or a sha for a gitlink). Signed with ``key`` if given; not pushed."""
+    (mode, bytes, or an object's id as text: a gitlink's, or any object's listed under
+    another mode). Signed with ``key`` if given; not pushed."""
     tree = {}
     listing = git(clone, "ls-tree", "-r", "-z", "--full-tree", "HEAD").stdout
     for entry in filter(None, listing.split("\0")):
@@ -194,7 +195,7 @@ def plumb_commit(clone, additions, key=None, removals=(), message="results: runs
     for path in removals:
         _drop(tree, path.split("/"))
     for path, (mode, data) in additions.items():
-        if mode == "160000":
+        if mode == "160000" or isinstance(data, str):
             sha = data
         else:
             sha = (

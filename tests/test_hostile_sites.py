@@ -1690,3 +1690,69 @@ def test_a_figures_json_over_the_caps_is_refused(world, monkeypatch):
     assert f'{other}/figures.json" is 300002 bytes, over the cap of 200000 per file' in (
         pulled.refused[0]
     )
+
+
+def test_verdicts_are_the_same_checked_in_parallel_chunks_or_one_by_one(tmp_path, monkeypatch):
+    """verify.check_range splits a long range among the cores: the signatures (one
+    ssh-keygen per commit, or git's log in shares), the tree checks (shares, walked a few
+    commits at a time) and the types of the objects a partial copy holds (listed at once in
+    a small copy, looked up file by file in a large one). Twelve commits of mallory's, with
+    a bad signature, a commit signed by a key nobody trusts and a file that is a tree in the
+    middle of the chunks, get the same verdicts, in the same order, from a pull with every
+    share and chunk as small as can be as from a pull that checks everything in one piece
+    on one core; the fast signature check and git's own log in shares agree too."""
+    world = World(tmp_path)
+    world.make_remote()
+    mallory, eve = world.site("mallory"), world.site("eve")
+    clone = world.hostile_clone()
+    planted = {}
+    for i in range(12):
+        run = f"20261126T0101{i:02d}Z-h0st1l"
+        files = run_files(world, run=run)
+        tree = b"100644 x\0" + bytes(20)  # a tree, listed as a file the pull fetches
+        write = ["git", "-C", str(clone), "hash-object", "-t", "tree", "--stdin"]
+        if i == 9:
+            made = subprocess.run(write, input=tree, capture_output=True, check=True)
+            files[f"mallory/{run}/provenance/x.json"] = ("100644", made.stdout.decode().strip())
+        key = eve.key if i == 7 else mallory.key
+        commit = plumb_commit(clone, files, key=key, message=f"results: mallory: {run}")
+        if i == 4:
+            raw = git(clone, "cat-file", "commit", commit).stdout.replace(run, run + " (edited)")
+            git(clone, "update-ref", "HEAD", write_commit(clone, raw))
+    # The tree written once every commit is made (mktree checks the type of what it has).
+    subprocess.run([*write, "-w"], input=tree, capture_output=True, check=True)
+    git(clone, "push", "-q", "origin", "HEAD:main")
+    planted = {4: "bad signature", 7: "signed by a key not trusted here", 9: "but is a tree"}
+
+    used = []
+    real_held = verify.held_kinds
+    monkeypatch.setattr(verify, "held_kinds", lambda *a: used.append(real_held(*a)) or used[-1])
+
+    def pulled(name, cores, fast, all_objects_per_file, at_once):
+        site = world.site(name)
+        site.trusts(mallory)
+        with monkeypatch.context() as m:
+            m.setattr(verify, "_cores", lambda: cores)
+            m.setattr(verify, "PARALLEL_FROM", 2)
+            m.setattr(verify, "TREES_AT_ONCE", at_once)
+            m.setattr(verify, "ALL_OBJECTS_PER_FILE", all_objects_per_file)
+            if not fast:
+                m.setattr(verify, "_ssh_program", lambda git, rules: None)
+            result = site.pull()
+        return result.new, result.refused
+
+    serial = pulled("beta", cores=1, fast=False, all_objects_per_file=0, at_once=256)
+    assert used == [None]  # one piece, each file looked up
+    chunks = pulled("gamma", cores=3, fast=True, all_objects_per_file=4, at_once=2)
+    assert used[-1] is not None  # the small copy's types listed at once
+    logged = pulled("delta", cores=3, fast=False, all_objects_per_file=4, at_once=3)
+    assert chunks == serial and logged == serial, (serial, chunks, logged)
+    new, refused = serial
+    # A commit after a refused one is judged against the last accepted: it adds its own run
+    # and the refused commit's under its own good signature (publish would leave them out);
+    # the commits after the tree carry it too.
+    expected = [planted[4], planted[7]] + [planted[9]] * 3
+    assert len(refused) == len(expected), refused
+    for reason, reason_expected in zip(refused, expected):
+        assert reason_expected in reason, (refused, expected)
+    assert new == [("mallory", [f"20261126T0101{i:02d}Z-h0st1l" for i in range(9)])], new

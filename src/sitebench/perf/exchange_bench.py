@@ -162,11 +162,15 @@ def prepare(base, tmpl, sites, nights, keys, progress):
 
 
 class _VerifyTimer:
-    """The time spent in ``verify.check_range`` (the pull's verification) while active."""
+    """The time spent verifying while active: in ``verify.check_range``, from when the pull
+    started checking the range's signatures (``verify.Signing``, begun while the files it
+    verifies are fetched) when it did."""
 
     def __init__(self):
         self.spent = []
+        self.started = []
         self.real = verify.check_range
+        self.signing = verify.Signing.__init__
 
     def __enter__(self):
         def timed(*args, **kw):
@@ -174,13 +178,21 @@ class _VerifyTimer:
             try:
                 return self.real(*args, **kw)
             finally:
-                self.spent.append(time.perf_counter() - t0)
+                begun = min([t0, *self.started])
+                self.started.clear()
+                self.spent.append(time.perf_counter() - begun)
+
+        def signing(signing, *args, **kw):
+            self.started.append(time.perf_counter())
+            self.signing(signing, *args, **kw)
 
         verify.check_range = timed
+        verify.Signing.__init__ = signing
         return self
 
     def __exit__(self, *exc):
         verify.check_range = self.real
+        verify.Signing.__init__ = self.signing
 
 
 def _pull_and_index(root, bare):

@@ -34,6 +34,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,6 +71,8 @@ NO_LAZY_FETCH = ("-c", "protocol.allow=never")
 #: accepted, the commit that added it), appended when commits are accepted: the tip's tree
 #: may hold a refused commit's change to an accepted run, the run's own tree never.
 RUNS_LOG = "sitebench-runs"
+#: How many sites' run logs a pull writes and syncs at once.
+LOG_WRITERS = 16
 #: The files of a run every site takes: what comparison reads of ReFrame's report
 #: (``figures.json``, :mod:`.figures_file`) and the provenance. The rest (``report.json``,
 #: ``perflogs/``, ``output/``) stays on the remote until ``./sitebench show`` asks for it,
@@ -77,6 +80,8 @@ RUNS_LOG = "sitebench-runs"
 INDEX_PATHS = ("figures.json", "provenance/")
 #: What every site takes of a run published without ``figures.json`` (before 2026-11-28).
 OLDER_INDEX_PATHS = ("report.json", "provenance/", "perflogs/")
+#: The files of a run that may be taken, whichever of the two it is.
+EVER_INDEXED = tuple(sorted(set(INDEX_PATHS + OLDER_INDEX_PATHS)))
 QUARANTINE = "refs/sitebench/quarantine/"
 QUARANTINE_LOG = "sitebench-quarantine.tsv"
 #: Where a restore records on the remote the rewritten tip it replaced.
@@ -277,13 +282,15 @@ class Exchange:
             changes = self._logged_changes(tip, accepted)
         # Each commit's additions, run by run: what a run holds is judged in the commit
         # that adds it (a later commit adding to it is refused, and takes nothing along).
-        added, wanted = {}, set()
+        added, wanted, skip = {}, set(), len(prefix)
         for commit, entries in changes.items():
             for _status, mode, blob, path in entries:
                 if mode not in verify.REGULAR_MODES:
                     continue
-                inside = verify.in_run(path, prefix)
-                if inside:
+                # verify.in_run, inline: a first pull asks it of every file of every run.
+                parts = path[skip:].split("/", 2) if path.startswith(prefix) else ()
+                inside = parts[2] if len(parts) == 3 else ""
+                if inside.startswith(EVER_INDEXED):  # the rest is bulk whatever the run
                     run = (commit, path[: len(path) - len(inside)])
                     added.setdefault(run, []).append((inside, path, blob))
                 elif path == verify.REGISTRY_FILE:
@@ -352,17 +359,23 @@ class Exchange:
         # The range's commits and changes, read once for the blobs fetched, the rules and the
         # limits (a rewrite is refused by check_range before any is read).
         read = verify.read_range(git, accepted, tip) if ancestor else None
-        if ancestor:
-            wanted = self.index_blobs(tip, accepted, rules.prefix, read[1])
-            fetched = frozenset(path for path, _ in wanted)
-            try:
-                self.fetch_index_blobs(wanted)
-            except GitFailed:
-                pass  # a blob not served: its commit is refused ("its content is missing")
-        # A remote that ignored the filter sent every blob: all are sized, as before.
-        rules.sized_only = () if pulled.whole else fetched
-        refused_before = self._quarantined_commits()
-        verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read)
+        # The signatures need the commits only: checked while the files are fetched.
+        signing = verify.Signing(git, accepted, tip, rules, read) if ancestor else None
+        try:
+            if ancestor:
+                wanted = self.index_blobs(tip, accepted, rules.prefix, read[1])
+                fetched = frozenset(path for path, _ in wanted)
+                try:
+                    self.fetch_index_blobs(wanted)
+                except GitFailed:
+                    pass  # a blob not served: its commit is refused ("its content is missing")
+            # A remote that ignored the filter sent every blob: all are sized, as before.
+            rules.sized_only = () if pulled.whole else fetched
+            refused_before = self._quarantined_commits()
+            verdicts = verify.check_range(git, accepted, tip, rules, refused_before, read, signing)
+        finally:
+            if signing is not None:
+                signing.close()
         for _ in range(REGISTRY_ROUNDS):
             # A registry change accepted on the way (a rotation, a new site) is taken in,
             # then the range is judged again with the keys it gave: runs a rotated key
@@ -460,15 +473,22 @@ class Exchange:
         by_site = {}
         for site, run, tree, commit in taken:
             by_site.setdefault(site, []).append(f"{run}\t{tree}\t{commit}\n")
-        for site, lines in by_site.items():
-            with open(self.git_dir / RUNS_LOG / f"{site}.tsv", "a+b") as log:
-                log.seek(0, os.SEEK_END)
-                if log.tell():  # a line half written by a killed pull ends before these
-                    log.seek(log.tell() - 1)
-                    lines.insert(0, "" if log.read(1) == b"\n" else "\n")
-                log.write("".join(lines).encode())
-                log.flush()
-                os.fsync(log.fileno())
+        # One file per site, each synced before the accepted ref moves; synced side by side
+        # (the file system commits them together: 100 sites' logs one after the other took
+        # 0.5 s, at once 0.03 s, measured on this VM's ext4 on 2026-11-28).
+        with ThreadPoolExecutor(max_workers=min(LOG_WRITERS, len(by_site) or 1)) as pool:
+            list(pool.map(self._append_log, by_site.items()))
+
+    def _append_log(self, item):
+        site, lines = item
+        with open(self.git_dir / RUNS_LOG / f"{site}.tsv", "a+b") as log:
+            log.seek(0, os.SEEK_END)
+            if log.tell():  # a line half written by a killed pull ends before these
+                log.seek(log.tell() - 1)
+                lines.insert(0, "" if log.read(1) == b"\n" else "\n")
+            log.write("".join(lines).encode())
+            log.flush()
+            os.fsync(log.fileno())
 
     def runs_since(self, site, offset=0):
         """([(site, run, tree, commit)] of ``site`` accepted after byte ``offset`` of its

@@ -78,11 +78,6 @@ def _sizes(git_dir, blobs):
     return sizes
 
 
-def _fetched(path, prefix, sized_only):
-    """Whether a pull fetched this file (all do when ``sized_only`` is empty)."""
-    return verify.sized(path, prefix, sized_only)
-
-
 def additions(git_dir, verdicts, prefix, sized_only=(), read=None):
     """{commit: {site: [1, runs, files, bytes]}} of the accepted verdicts that add runs;
     bytes are those this copy fetched (``sized_only``: the paths a partial copy fetches).
@@ -97,8 +92,7 @@ def additions(git_dir, verdicts, prefix, sized_only=(), read=None):
         [
             blob
             for entries in changes.values()
-            for blob, path in entries
-            if _fetched(path, prefix, sized_only)
+            for blob, _ in verify.sized_changes(entries, prefix, sized_only)
         ],
     )
     found = {}
@@ -108,8 +102,9 @@ def additions(git_dir, verdicts, prefix, sized_only=(), read=None):
         per_site = {}
         for site, run in verdict.runs:
             per_site.setdefault(site, [1, 0, 0, 0])[1] += 1
+        skip = len(prefix)
         for blob, path in changes[verdict.commit]:
-            site = path[len(prefix) :].split("/", 1)[0]
+            site = path[skip:].partition("/")[0]
             if site in per_site:
                 per_site[site][2] += 1
                 per_site[site][3] += sizes.get(blob, 0)
