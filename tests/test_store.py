@@ -318,10 +318,13 @@ def _sites_with_runs(results_root, runs_per_site):
 
 def _index_rows(store_root):
     con = store.connect(store_root)
-    return con.execute(
-        "SELECT site, run, \"check\", params, figure, value, problem, case_vars FROM figures "
-        "ORDER BY ALL"
-    ).fetchall(), con.execute("SELECT site, run, provenance FROM runs ORDER BY ALL").fetchall()
+    return (
+        con.execute(
+            'SELECT site, run, "check", params, figure, value, problem, case_vars FROM figures '
+            "ORDER BY ALL"
+        ).fetchall(),
+        con.execute("SELECT site, run, provenance FROM runs ORDER BY ALL").fetchall(),
+    )
 
 
 def test_a_refresh_shared_between_processes_indexes_as_one_does(results_root, monkeypatch):

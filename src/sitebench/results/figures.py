@@ -172,6 +172,9 @@ def run_host(provenance, topology):
         return recorded  # a topology of the wrong types says nothing of the host
 
 
+_TEXT_OR_NULL = frozenset({str, type(None)})
+
+
 def _hashable(value):
     return value if isinstance(value, (str, int, float, type(None))) else repr(value)
 
@@ -227,7 +230,9 @@ def _cases(run, job_wall):
             # The same test runs once per partition and environment: key by all three.
             name = case.get("unique_name") or case.get("display_name")
             key = (name, case.get("system"), case.get("partition"), case.get("environ"))
-            latest[tuple(map(_hashable, key))] = case
+            if not _TEXT_OR_NULL.issuperset(map(type, key)):
+                key = tuple(map(_hashable, key))  # as it is where it is text or null
+            latest[key] = case
     for case in latest.values():
         if case.get("fixture"):
             continue

@@ -574,11 +574,12 @@ class _SiteRefresh:
                 for name in sorted(gone)
                 if name in accepted and name not in arriving
             ]
-        # Runs of the exchange that shared a dropped segment with a retracted one: read again.
+        # Runs of the exchange that shared a dropped segment with a retracted one: read again
+        # (none when no segment was dropped: not a walk of every run held, night after night).
         coming = {entry[1] for entry in incoming}
         incoming += [
             (site, name, sig["tree"], sig["commit"])
-            for name, sig in sorted(before_drop.items())
+            for name, sig in (sorted(before_drop.items()) if known is not before_drop else [])
             if _from_exchange(sig)
             and name not in known
             and name not in stale
