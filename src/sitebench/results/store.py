@@ -16,15 +16,16 @@ Runs of other sites accepted by a pull are not in ``results/``: they are indexed
 exchange's git objects (:mod:`sitebench.results.exchange_runs`), only those accepted since
 the index last read the exchange's per-site log; their identity is their tree's id, so they
 are never ``lstat``-ed, and one written out by ``./sitebench show`` is not indexed again.
+A refresh with many runs to index (``SHARE_FROM`` or more per core) shares its sites between
+this process and forked copies of it, one per core (:mod:`sitebench.results.shares`): each
+site is indexed by one process, its segments written as by one.
 Runs are read defensively (:mod:`sitebench.results.runfiles`): a run that cannot be read, or
 whose content is not what ReFrame writes, is reported on one line and skipped (and tried
 again at the next refresh), never the others.
 """
 
-import contextlib
 import datetime
 import functools
-import gc
 import itertools
 import hashlib
 import json
@@ -479,25 +480,8 @@ def refresh(
     as altered, and kept in the site's list of altered runs (:func:`altered`). Any error
     reading one run skips that run with a one-line warning, never the others. ``read_runs``
     reads the accepted runs (:func:`refresh_all` says how)."""
-    with _no_cycle_collection():
-        job = _SiteRefresh(site, results_root, store, warn, progress)
-        return job.finish(read_runs(job.root, job.incoming))
-
-
-@contextlib.contextmanager
-def _no_cycle_collection():
-    """Python's cycle collector paused while runs are indexed: a run's JSON makes about
-    10^5 lists and dicts, each counted towards a collection that walks every object the
-    process holds (a quarter of the CPU of indexing 100 runs, measured 2026-11-28, and more
-    in a process that holds more), for nothing: nothing made here holds a cycle, reference
-    counting frees it. Collections resume (as they were) when the refresh ends."""
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
+    job = _SiteRefresh(site, results_root, store, warn, progress)
+    return job.finish(read_runs(job.root, job.incoming))
 
 
 class _SiteRefresh:
@@ -790,12 +774,9 @@ def refresh_all(
     cost is the night's runs, not 100 refreshes. ``read_runs(results_root, entries)`` yields
     (entry, Run or the exception that says why not) for each (site, run, tree, commit) entry
     in order: git's objects (:func:`exchange_runs.stream`), or runs made in memory by
-    ``perf exchange`` (:mod:`sitebench.perf.compare_history`)."""
-    with _no_cycle_collection():
-        return _refresh_all(results_root, store, warn, progress, read_runs)
-
-
-def _refresh_all(results_root, store, warn, progress, read_runs):
+    ``perf exchange`` (:mod:`sitebench.perf.compare_history`). With ``SHARE_FROM`` runs or
+    more to index per core, the sites are shared between processes (one per core), each
+    reading its sites' runs in one pass; the warnings are said afterwards, site by site."""
     root = results_root or paths.results_dir()
     jobs = [
         _SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)
