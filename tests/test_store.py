@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES
-from sitebench.results import exchange, rundirs, runfiles, store
+from sitebench.results import exchange, exchange_runs, figures_file, rundirs, runfiles, store
+from sitebench.results.figures_file import derive
 from sitebench.perf import store_bench
 from sitebench.results.rundirs import Incoming
 
@@ -370,3 +371,37 @@ def test_a_share_whose_process_died_is_indexed_by_the_refresh(results_root, monk
     shared = results_root.parent / "shared"
     assert store.refresh_all(store=shared / "i") == counts
     assert _index_rows(shared / "i") == _index_rows(serial / "i")
+
+
+@pytest.mark.parametrize("chunk", [1, exchange_runs.CHUNK_BYTES])
+def test_runs_read_from_git_in_chunks_name_only_the_run_git_cannot_give(tmp_path, chunk):
+    # Runs of another site as a pull leaves them: trees in the exchange's copy. Their files
+    # are asked for many runs at once (or one run a chunk): a run whose provenance git has
+    # not got is named, the runs before and after it are read whole.
+    git_dir = tmp_path / "results" / exchange.EXCHANGE_DIR
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+
+    def git(*args, data=b""):
+        proc = subprocess.run(
+            ["git", "--git-dir", str(git_dir), *args], input=data, capture_output=True, check=True
+        )
+        return proc.stdout.decode().strip()
+
+    figures = git("hash-object", "-w", "--stdin", data=figures_file.encode(derive(REPORT)))
+    entries, lost = [], None
+    for at in range(3):
+        provenance = git("hash-object", "-w", "--stdin", data=json.dumps({"n": at}).encode())
+        inner = git("mktree", data=f"100644 blob {provenance}\tprovenance.json\n".encode())
+        listing = f"100644 blob {figures}\tfigures.json\n040000 tree {inner}\tprovenance\n"
+        tree = git("mktree", data=listing.encode())
+        entries.append(("far", f"2026112{at}T000000Z-abcdef", tree, "0" * 40))
+        lost = provenance if at == 1 else lost
+    (git_dir / "objects" / lost[:2] / lost[2:]).unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(exchange_runs, "CHUNK_BYTES", chunk)
+        read = exchange_runs.load(tmp_path / "results", entries)
+    assert [entry for entry, _ in read] == entries
+    first, second, third = (run for _, run in read)
+    assert isinstance(second, Exception) and "provenance" in str(second)
+    assert first.provenance == {"n": 0} and third.provenance == {"n": 2}
+    assert first.report == derive(REPORT) == third.report
