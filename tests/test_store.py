@@ -2,6 +2,7 @@
 survives a crash between its own writes."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -9,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES
-from sitebench.results import exchange, rundirs, runfiles, store
+from sitebench.results import exchange, exchange_runs, figures_file, rundirs, runfiles, store
+from sitebench.results.figures_file import derive
 from sitebench.perf import store_bench
 from sitebench.results.rundirs import Incoming
 
@@ -304,3 +306,102 @@ def test_a_disturbed_mark_that_is_not_a_bool_is_null_and_named(results_root):
     assert con.execute("SELECT count(*) FROM figures WHERE disturbed").fetchone()[0] == 0
     assert con.execute("SELECT count(*) FROM figures WHERE disturbed IS NULL").fetchone()[0]
     assert [why for *_, why in store.flagged(["local"])][0].endswith("'false')")
+
+
+def _sites_with_runs(results_root, runs_per_site):
+    for site, runs in runs_per_site.items():
+        for _ in range(runs):
+            store_run(site)
+    broken = results_root / "beta" / "20200101T000000Z-aaaaaa"
+    broken.mkdir()
+    (broken / "report.json").write_text('{"runs": [')
+
+
+def _index_rows(store_root):
+    con = store.connect(store_root)
+    return (
+        con.execute(
+            'SELECT site, run, "check", params, figure, value, problem, case_vars FROM figures '
+            "ORDER BY ALL"
+        ).fetchall(),
+        con.execute("SELECT site, run, provenance FROM runs ORDER BY ALL").fetchall(),
+    )
+
+
+def test_a_refresh_shared_between_processes_indexes_as_one_does(results_root, monkeypatch):
+    # Sites shared between this process and a forked copy (as on a first pull of thousands
+    # of runs): the same rows, counts and warnings (in the sites' order) as in one process.
+    _sites_with_runs(results_root, {"alpha": 3, "beta": 2, "gamma": 1, "delta": 2})
+    serial, warned_serial = results_root.parent / "serial", []
+    counts = store.refresh_all(store=serial / "i", warn=warned_serial.append)
+    monkeypatch.setattr(store, "SHARE_FROM", 1)
+    monkeypatch.setattr(store.shares, "cores", lambda: 2)
+    parents = []
+    real = store.shares.run
+    monkeypatch.setattr(
+        store.shares, "run", lambda parts, work: parents.append(len(parts)) or real(parts, work)
+    )
+    shared, warned = results_root.parent / "shared", []
+    assert store.refresh_all(store=shared / "i", warn=warned.append) == counts
+    assert parents == [2]
+    assert counts == {"alpha": 3, "beta": 2, "delta": 2, "gamma": 1}
+    assert warned == warned_serial and len(warned) == 1 and "beta/2020" in warned[0]
+    assert _index_rows(shared / "i") == _index_rows(serial / "i")
+    assert store.refresh_all(store=shared / "i") == dict.fromkeys(counts, 0)
+
+
+@pytest.mark.reliability_fault
+def test_a_share_whose_process_died_is_indexed_by_the_refresh(results_root, monkeypatch):
+    # The forked copy dies mid-share (killed, out of memory): its sites are indexed again
+    # by the refresh itself from what reached the disk, nothing twice, nothing lost.
+    _sites_with_runs(results_root, {"alpha": 2, "beta": 2, "gamma": 2})
+    serial = results_root.parent / "serial"
+    counts = store.refresh_all(store=serial / "i")
+    monkeypatch.setattr(store, "SHARE_FROM", 1)
+    monkeypatch.setattr(store.shares, "cores", lambda: 2)
+    parent, real = os.getpid(), store._SiteRefresh.finish
+
+    def dying(job, loaded):
+        indexed = real(job, loaded)
+        if os.getpid() != parent:
+            os._exit(9)  # after its first site's segment and list: a half-done share
+        return indexed
+
+    monkeypatch.setattr(store._SiteRefresh, "finish", dying)
+    shared = results_root.parent / "shared"
+    assert store.refresh_all(store=shared / "i") == counts
+    assert _index_rows(shared / "i") == _index_rows(serial / "i")
+
+
+@pytest.mark.parametrize("chunk", [1, exchange_runs.CHUNK_BYTES])
+def test_runs_read_from_git_in_chunks_name_only_the_run_git_cannot_give(tmp_path, chunk):
+    # Runs of another site as a pull leaves them: trees in the exchange's copy. Their files
+    # are asked for many runs at once (or one run a chunk): a run whose provenance git has
+    # not got is named, the runs before and after it are read whole.
+    git_dir = tmp_path / "results" / exchange.EXCHANGE_DIR
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+
+    def git(*args, data=b""):
+        proc = subprocess.run(
+            ["git", "--git-dir", str(git_dir), *args], input=data, capture_output=True, check=True
+        )
+        return proc.stdout.decode().strip()
+
+    figures = git("hash-object", "-w", "--stdin", data=figures_file.encode(derive(REPORT)))
+    entries, lost = [], None
+    for at in range(3):
+        provenance = git("hash-object", "-w", "--stdin", data=json.dumps({"n": at}).encode())
+        inner = git("mktree", data=f"100644 blob {provenance}\tprovenance.json\n".encode())
+        listing = f"100644 blob {figures}\tfigures.json\n040000 tree {inner}\tprovenance\n"
+        tree = git("mktree", data=listing.encode())
+        entries.append(("far", f"2026112{at}T000000Z-abcdef", tree, "0" * 40))
+        lost = provenance if at == 1 else lost
+    (git_dir / "objects" / lost[:2] / lost[2:]).unlink()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(exchange_runs, "CHUNK_BYTES", chunk)
+        read = exchange_runs.load(tmp_path / "results", entries)
+    assert [entry for entry, _ in read] == entries
+    first, second, third = (run for _, run in read)
+    assert isinstance(second, Exception) and "provenance" in str(second)
+    assert first.provenance == {"n": 0} and third.provenance == {"n": 2}
+    assert first.report == derive(REPORT) == third.report

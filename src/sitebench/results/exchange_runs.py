@@ -7,8 +7,8 @@ run's tree as it was accepted (:meth:`sitebench.results.exchange.Exchange.accept
 with the refusals :func:`sitebench.results.rundirs.load_run` applies to files: size caps
 checked before a byte is read, JSON, depth, types. A few ``git cat-file`` calls read any
 number of runs (sizes, those of ``report.json`` where a run has no ``figures.json``, then the
-blobs within their caps: a run's report is never asked for when it has its figures, as it
-is not fetched); a tree is immutable, so its id is the
+blobs within their caps, about :data:`CHUNK_BYTES` of them asked for at once: a run's report
+is never asked for when it has its figures, as it is not fetched); a tree is immutable, so its id is the
 run's identity and nothing is ever ``lstat``-ed. Git never fetches here
 (:data:`~sitebench.results.exchange.NO_LAZY_FETCH`): the blobs were fetched and verified by
 the pull that accepted the run.
@@ -73,8 +73,15 @@ def _sized(ex, wanted):
                 f"{caps[rel] / runfiles.MIB:.1f} MiB cap"
             )
         else:
-            found[tree, rel] = fields[0]
+            found[tree, rel] = Blob(fields[0], int(fields[2]))
     return found
+
+
+class Blob(tuple):
+    """(id, size) of a file of a run, within its cap."""
+
+    def __new__(cls, oid, size):
+        return super().__new__(cls, (oid, size))
 
 
 class _Reader:
@@ -92,6 +99,27 @@ class _Reader:
         if found is None:
             raise Unread(f"git could not read {oid}")
         return found[1]
+
+    def get_many(self, oids):
+        """{oid: bytes or the Unread saying why not} of ``oids``, asked for at once (one
+        round trip to git for all, not one per file); one at a time where git failed, so
+        that only the object it cannot give is named."""
+        try:
+            answers = self.batch.read_many(oids)
+        except OSError:
+            answers = None
+        if answers is None:
+            found = {}
+            for oid in oids:
+                try:
+                    found[oid] = self.get(oid)
+                except Unread as err:
+                    found[oid] = err
+            return found
+        return {
+            oid: Unread(f"git could not read {oid}") if answer is None else answer[1]
+            for oid, answer in zip(oids, answers)
+        }
 
     def close(self):
         self.batch.close()
@@ -117,25 +145,48 @@ def stream(results_root, entries):
                 sizes.update({(tree, rel): err for rel in INDEXED_FILES})
     reader = _Reader(ex)
     try:
-        for entry in entries:
-            yield entry, _one(results_root, entry, sizes, reader)
+        for chunk in _chunks(entries, sizes):
+            wanted = [
+                b
+                for e in chunk
+                for rel in INDEXED_FILES
+                if isinstance(b := sizes.get((e[2], rel)), Blob)
+            ]
+            read = reader.get_many(list(dict.fromkeys(oid for oid, _size in wanted)))
+            for entry in chunk:
+                yield entry, _one(results_root, entry, sizes, read)
     finally:
         reader.close()
 
 
-def _one(results_root, entry, sizes, reader):
+#: The bytes of runs' files read from git at once (then parsed, one run at a time).
+CHUNK_BYTES = 8 * runfiles.MIB
+
+
+def _chunks(entries, sizes):
+    """``entries`` in order, in chunks of about :data:`CHUNK_BYTES` of files (at least one
+    run each): a night's runs in a few round trips to git, never all of a history in memory."""
+    chunk, held = [], 0
+    for entry in entries:
+        chunk.append(entry)
+        held += sum(
+            b[1] for rel in INDEXED_FILES if isinstance(b := sizes.get((entry[2], rel)), Blob)
+        )
+        if held >= CHUNK_BYTES:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
+def _one(results_root, entry, sizes, read):
     site, run, tree, _commit = entry
     blobs = {}
     for rel in INDEXED_FILES:
         if (tree, rel) not in sizes:
             continue  # report.json of a run with figures.json: never read
         found = sizes[tree, rel]
-        if isinstance(found, str):
-            try:
-                found = reader.get(found)
-            except Unread as err:
-                found = err
-        blobs[rel] = found
+        blobs[rel] = read[found[0]] if isinstance(found, Blob) else found
     for rel in (FIGURES, REPORT):
         if isinstance(blobs.get(rel), Unread):
             return blobs[rel]

@@ -82,6 +82,39 @@ _PARAM = re.compile(r"%(\w+)=(\S+)")
 #: json.dumps(value, sort_keys=True), without making an encoder per call (a run's refresh
 #: encodes four values per case: a third of the time of its figure rows).
 _sorted_json = json.JSONEncoder(sort_keys=True).encode
+#: Types whose equal values always encode alike (not float: -0.0 == 0.0; a type in the key:
+#: True == 1).
+_PLAIN = frozenset({str, int, bool, type(None)})
+#: Encoded JSON of the values met before: a site's runs repeat their cases' keys, indexes,
+#: variables and problems night after night (4 encodings a case, 280 cases a run). Bounded.
+_ENCODED = {}
+_ENCODED_MAX = 1 << 16
+
+
+def _memo(key, encode, value):
+    found = _ENCODED.get(key)
+    if found is None:
+        if len(_ENCODED) >= _ENCODED_MAX:
+            _ENCODED.clear()
+        found = _ENCODED[key] = encode(value)
+    return found
+
+
+def _object_json(values):
+    """``_sorted_json(values)`` of a dict, from the memo where its keys are text and its
+    values of :data:`_PLAIN` types (else encoded as it is: an error stays the same error)."""
+    kinds = tuple(map(type, values.values()))
+    if not _PLAIN.issuperset(kinds) or not {str}.issuperset(map(type, values)):
+        return _sorted_json(values)
+    return _memo(("o", tuple(values.items()), kinds), _sorted_json, values)
+
+
+def _list_json(values):
+    """``json.dumps(values)`` of a list, from the memo where its items are :data:`_PLAIN`."""
+    kinds = tuple(map(type, values))
+    if not _PLAIN.issuperset(kinds):
+        return json.dumps(values)
+    return _memo(("l", tuple(values), kinds), json.dumps, values)
 
 
 def _case_vars(case, params):
@@ -94,7 +127,7 @@ def _case_vars(case, params):
             or case.get(key) is None
         ):
             values[key] = case.get(key)
-    return _sorted_json(values)
+    return _object_json(values)
 
 
 def _foreign_cores(case):
@@ -117,7 +150,7 @@ def problem_of(case, check):
             found = _ARRAY_SIZE.search(spec if isinstance(spec, str) else "")
             value = int(found.group(1)) if found else None
         values[key] = value if isinstance(value, (str, int, float, bool)) else None
-    return _sorted_json(values)
+    return _object_json(values)
 
 
 def shown_problem(problem):
@@ -137,6 +170,9 @@ def run_host(provenance, topology):
         return host.from_topology(topology) or recorded
     except (TypeError, ValueError, ArithmeticError):
         return recorded  # a topology of the wrong types says nothing of the host
+
+
+_TEXT_OR_NULL = frozenset({str, type(None)})
 
 
 def _hashable(value):
@@ -194,7 +230,9 @@ def _cases(run, job_wall):
             # The same test runs once per partition and environment: key by all three.
             name = case.get("unique_name") or case.get("display_name")
             key = (name, case.get("system"), case.get("partition"), case.get("environ"))
-            latest[tuple(map(_hashable, key))] = case
+            if not _TEXT_OR_NULL.issuperset(map(type, key)):
+                key = tuple(map(_hashable, key))  # as it is where it is text or null
+            latest[key] = case
     for case in latest.values():
         if case.get("fixture"):
             continue
@@ -211,8 +249,8 @@ def _cases(run, job_wall):
             "check": check,
             "params": params,
             "arch": arch,
-            "ref_keys": None if keys is None else json.dumps(keys),
-            "ref_index": None if keys is None else json.dumps([case.get(k) for k in keys]),
+            "ref_keys": None if keys is None else _list_json(keys),
+            "ref_index": None if keys is None else _list_json([case.get(k) for k in keys]),
             "case_vars": _case_vars(case, params),
             "problem": problem_of(case, check),
             "host": (

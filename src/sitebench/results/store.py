@@ -16,6 +16,9 @@ Runs of other sites accepted by a pull are not in ``results/``: they are indexed
 exchange's git objects (:mod:`sitebench.results.exchange_runs`), only those accepted since
 the index last read the exchange's per-site log; their identity is their tree's id, so they
 are never ``lstat``-ed, and one written out by ``./sitebench show`` is not indexed again.
+A refresh with many runs to index (``SHARE_FROM`` or more per core) shares its sites between
+this process and forked copies of it, one per core (:mod:`sitebench.results.shares`): each
+site is indexed by one process, its segments written as by one.
 Runs are read defensively (:mod:`sitebench.results.runfiles`): a run that cannot be read, or
 whose content is not what ReFrame writes, is reported on one line and skipped (and tried
 again at the next refresh), never the others.
@@ -44,7 +47,7 @@ from sitebench.common.names import check_name
 from sitebench.common.progress import progress_bar
 from sitebench.common.errors import SitebenchError
 from sitebench.results import exchange_runs, refused_figures, registry, runfiles
-from sitebench.results import site_warnings
+from sitebench.results import shares, site_warnings
 from sitebench.results.exchange import Exchange
 from sitebench.results.rundirs import (
     INDEXED_FILES,
@@ -555,17 +558,20 @@ class _SiteRefresh:
                 for name in sorted(gone)
                 if name in accepted and name not in arriving
             ]
-        # Runs of the exchange that shared a dropped segment with a retracted one: read again.
+        # Runs of the exchange that shared a dropped segment with a retracted one: read again
+        # (none when no segment was dropped: not a walk of every run held, night after night).
         coming = {entry[1] for entry in incoming}
         incoming += [
             (site, name, sig["tree"], sig["commit"])
-            for name, sig in sorted(before_drop.items())
+            for name, sig in (sorted(before_drop.items()) if known is not before_drop else [])
             if _from_exchange(sig)
             and name not in known
             and name not in stale
             and name not in coming
         ]
         self.incoming = [entry for entry in incoming if entry[1] not in set_aside]
+        # What finish reads: the runs accepted since, and the folders not yet indexed.
+        self.waiting = len(self.incoming) + len(set(on_disk) - set(known) - set_aside)
         self.restated = restated or self.log_end != state.get("offset", 0)
 
     def finish(self, loaded):
@@ -768,18 +774,71 @@ def refresh_all(
     cost is the night's runs, not 100 refreshes. ``read_runs(results_root, entries)`` yields
     (entry, Run or the exception that says why not) for each (site, run, tree, commit) entry
     in order: git's objects (:func:`exchange_runs.stream`), or runs made in memory by
-    ``perf exchange`` (:mod:`sitebench.perf.compare_history`)."""
+    ``perf exchange`` (:mod:`sitebench.perf.compare_history`). With ``SHARE_FROM`` runs or
+    more to index per core, the sites are shared between processes (one per core), each
+    reading its sites' runs in one pass; the warnings are said afterwards, site by site."""
+    root = results_root or paths.results_dir()
     jobs = [
         _SiteRefresh(site, results_root, store, warn, progress) for site in sites(results_root)
     ]
-    loaded = read_runs(
-        results_root or paths.results_dir(), [e for job in jobs for e in job.incoming]
-    )
-    counts = {job.site: job.finish(itertools.islice(loaded, len(job.incoming))) for job in jobs}
-    loaded.close()
-    for link in links(results_root or paths.results_dir()):
+    waiting = sum(job.waiting for job in jobs)
+    count = min(shares.cores(), waiting // SHARE_FROM)
+    if count < 2:
+        counts = _finish_jobs(jobs, root, read_runs)
+    else:
+        counts = _finish_shared(jobs, root, read_runs, count, warn)
+        # A share whose process died: its sites again here, from what reached the disk.
+        for job in jobs:
+            if job.site not in counts:
+                again = _SiteRefresh(job.site, results_root, store, warn, progress)
+                # With the runs the dead copy indexed and listed before it died.
+                listed = max(0, len(again.known) - len(job.known))
+                counts[job.site] = _finish_jobs([again], root, read_runs)[job.site] + listed
+        counts = {job.site: counts[job.site] for job in jobs}
+    for link in links(root):
         if warn:
             warn(one_line(f"skipped {link.name}: a symbolic link, never followed"))
+    return counts
+
+
+#: Runs to index per process from which a refresh shares its sites between processes, one
+#: per core (:mod:`sitebench.results.shares`): below, a forked copy costs more than it saves.
+SHARE_FROM = 25
+
+
+def _finish_jobs(jobs, root, read_runs):
+    """{site: runs indexed} of ``jobs``, their runs of the exchange read in one pass."""
+    loaded = read_runs(root, [e for job in jobs for e in job.incoming])
+    try:
+        return {job.site: job.finish(itertools.islice(loaded, len(job.incoming))) for job in jobs}
+    finally:
+        loaded.close()
+
+
+def _finish_shared(jobs, root, read_runs, count, warn):
+    """:func:`_finish_jobs` with the sites shared between ``count`` processes; each site's
+    warnings are said here afterwards, in the sites' order. A site of a share whose process
+    died is left out of the counts."""
+    for job in jobs:
+        job.said = said = []
+        if warn:
+            job.say.warn = lambda message, said=said: said.append(one_line(message))
+    parts = shares.split(jobs, lambda job: job.waiting + 1, count)
+    for part in parts[1:]:
+        for job in part:
+            job.progress = False  # one bar at a time: the first share's
+
+    def work(part):
+        counts = _finish_jobs(part, root, read_runs)
+        return [(job.site, counts[job.site], job.said) for job in part]
+
+    counts, said = {}, {}
+    for result in shares.run(parts, work):
+        for site, indexed, messages in result or []:
+            counts[site], said[site] = indexed, messages
+    for job in jobs:
+        for message in said.get(job.site, []):
+            warn(message)
     return counts
 
 
