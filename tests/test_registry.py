@@ -285,7 +285,10 @@ def test_a_registry_giving_a_key_trusted_here_for_another_site_is_set_aside(tmp_
     assert pulled.new == [] and pulled.set_aside == [], pulled
     assert f"mallory {_pub(gamma)}" in signers.read_text()
     ex = exchange.Exchange(beta.results)
-    assert ex.setting_of(registry.IMPORTED) == git(world.bare, "rev-parse", f"main:{REG}").stdout.strip()
+    assert (
+        ex.setting_of(registry.IMPORTED)
+        == git(world.bare, "rev-parse", f"main:{REG}").stdout.strip()
+    )
     assert not (ex.git_dir / registry.ASIDE).exists()
 
 

@@ -166,12 +166,15 @@ def sync(ex, commit):
     if not pinned():
         return False
     blob = _blob_at(ex, commit)
-    if not blob or blob == ex.setting_of(IMPORTED):
+    if not blob:
         return False
     record = _aside_record(ex)
     signers = _signers_text()
-    if record.get("blob") == blob and record.get("signers") == _digest(signers):
-        return False  # set aside against this very list: judged already
+    if record:
+        if record.get("blob") == blob and record.get("signers") == _digest(signers):
+            return False  # set aside against this very list: judged already
+    elif blob == ex.setting_of(IMPORTED):
+        return False
     text = text_at(ex, commit)
     if host_of(text) != pinned():
         return False  # verification pins it too (rules.registry_host): never taken
@@ -238,9 +241,9 @@ def aside_lines(ex):
 def retry_aside(ex):
     """A pull with nothing new judges the set-aside lines again when this site's list
     changed (``trust remove``); the lines still set aside, one per announcing site."""
-    accepted = ex.rev("refs/sitebench/accepted")
-    if accepted and (ex.git_dir / ASIDE).exists():
-        sync(ex, accepted)
+    if not (ex.git_dir / ASIDE).exists():
+        return []  # the usual pull: no git process more
+    sync(ex, "refs/sitebench/accepted")  # one git process: the registry's blob there
     return aside_lines(ex)
 
 
