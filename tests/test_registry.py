@@ -242,11 +242,12 @@ def _with_mallory(tmp_path):
     return world
 
 
-def test_a_registry_giving_a_key_trusted_here_for_another_site_changes_nothing(tmp_path):
+def test_a_registry_giving_a_key_trusted_here_for_another_site_is_set_aside(tmp_path):
     """beta trusts gamma's key by hand (gamma is not in the registry); mallory announces
-    gamma's public key as its own next key. beta's pull takes none of it: its list is
-    unchanged, nothing is accepted, the refusal names the key, both sites and the fix;
-    once beta drops its line, the same pull goes on."""
+    gamma's public key as its own next key, then pushes a run signed with it. beta's pull
+    goes on: alpha's honest run arrives, mallory's line for the key is set aside (named once,
+    with the fix), the key signs for gamma only, so mallory's run is refused. Once beta
+    drops its line, a pull with nothing new takes the registry line."""
     world = _with_mallory(tmp_path)
     alpha, beta, gamma = world.site("alpha"), world.site("beta"), world.site("gamma")
     assert beta.pull().refused == []  # mallory's key came in with the registry
@@ -255,25 +256,40 @@ def test_a_registry_giving_a_key_trusted_here_for_another_site_changes_nothing(t
     assert _announced_by_mallory(world, _pub(gamma)).returncode == 0
     honest = alpha.new_run()
     assert alpha.publish().published
+    clone = world.hostile_clone()
+    name = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-copied"
+    (clone / "mallory" / name).mkdir(parents=True)
+    (clone / "mallory" / name / "report.json").write_text("{}")
+    assert world.push_as(clone, "results: mallory", key=gamma.key).returncode == 0
+
+    pulled = beta.pull()
+    assert pulled.new == [("alpha", [honest])], pulled
+    assert len(pulled.refused) == 1 and "mallory" in pulled.refused[0], pulled.refused
+    assert name not in beta.runs("mallory")
+    assert len(pulled.set_aside) == 1, pulled.set_aside
+    told = pulled.set_aside[0]
+    assert told.startswith("mallory: ") and fp in told and "gamma" in told, told
+    assert f"./sitebench trust remove gamma --fingerprint {fp} and pull again" in told, told
     signers = beta.home / "trust" / "allowed_signers"
-    before, accepted = signers.read_text(), exchange.Exchange(beta.results).rev(exchange.ACCEPTED)
-    with pytest.raises(SitebenchError) as refused:
-        beta.pull()
-    assert signers.read_text() == before
-    told = str(refused.value)
-    for named in (fp, "gamma and mallory", "one key per site", "registry gives this key"):
-        assert named in told, told
-    assert f"./sitebench trust remove SITE --fingerprint {fp}" in told, told
-    assert exchange.Exchange(beta.results).rev(exchange.ACCEPTED) == accepted
-    assert honest not in beta.runs("alpha")
+    held = signers.read_text()
+    assert f"gamma {gamma.public}" in held and f"mallory {_pub(gamma)}" not in held, held
+    assert 'mallory valid-before="' in held, held  # the rest of the registry was taken
+    # Every later pull says it, one line, and goes on.
     again = beta.cli("pull", "--remote", str(world.bare))
-    assert again.returncode == 2 and fp in again.stderr, again
-    assert signers.read_text() == before
+    assert again.returncode == 0, again
+    shown = [ln for ln in again.stdout.splitlines() if ln.startswith("SET ASIDE ")]
+    assert shown == [f"SET ASIDE {told}"], again.stdout
 
     assert beta.cli("trust", "remove", "gamma", "--fingerprint", fp).returncode == 0
     pulled = beta.pull()
-    assert pulled.new == [("alpha", [honest])], pulled
+    assert pulled.new == [] and pulled.set_aside == [], pulled
     assert f"mallory {_pub(gamma)}" in signers.read_text()
+    ex = exchange.Exchange(beta.results)
+    assert (
+        ex.setting_of(registry.IMPORTED)
+        == git(world.bare, "rev-parse", f"main:{REG}").stdout.strip()
+    )
+    assert not (ex.git_dir / registry.ASIDE).exists()
 
 
 def test_a_sites_own_key_trusted_here_for_another_site_is_not_trusted_again(tmp_path):

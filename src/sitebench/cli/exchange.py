@@ -209,6 +209,8 @@ def _status(args):
         print(shown(store.retracted_message(site, runs)))
     for site, runs in sorted(refused_figures.listed(ex).items()):
         print(shown(refused_figures.message(site, runs)))
+    for line in registry.aside_lines(ex):
+        print(shown(f"SET ASIDE {line}"))
     disk, files = retention.du_bytes(ex.results_root)
     print(
         f"results/ on disk: {_mib(disk)} MiB in {files} files (du -s, .exchange included); "

@@ -79,6 +79,8 @@ def command(args):
     # One line per site, whatever the number of its commits refused (the log has each).
     for site, lines in refused_by_site(done.refusals).items():
         print(shown(f"REFUSED {one_line(site, lines, 'commits refused')}"))
+    for line in done.set_aside:
+        print(shown(f"SET ASIDE {line}"))
     if len(done.refused) > len(done.refusals):  # the branch itself (deleted)
         for line in done.refused[len(done.refusals) :]:
             print(shown(f"REFUSED {line}"))

@@ -180,6 +180,10 @@ def _registry(args):
         print(f"imported {keys} key(s) of {len(sites)} site(s): {', '.join(sites)}")
         for site, run, _, key, since in retracted:
             print(f"retracted {site}/{run}: signed by {key} at or after {since}")
+        from sitebench.common.terminal import shown
+
+        for line in registry.aside_lines(ex):
+            print(shown(f"SET ASIDE {line}"))
     return 0
 
 

@@ -131,6 +131,9 @@ class Pulled:
     refusals: list = field(default_factory=list)
     #: The remote ignored the blob filter: every object came whole (correct, larger).
     whole: bool = False
+    #: One line per site the registry gives a key this site trusts for another site: those
+    #: registry lines are set aside (:func:`sitebench.results.registry.aside_lines`).
+    set_aside: list = field(default_factory=list)
 
 
 class GitFailed(SitebenchError):
@@ -1073,6 +1076,7 @@ def pull(results_root=None, remote=None, branch=None, expect=None, site=None):
         pulled = ex.accept(tip, _rules(ex))
         if pulled.rewritten and tip is not None:
             pulled.baseline_refused = bool(_refused_elsewhere(ex, tip))
+        pulled.set_aside = registry.retry_aside(ex)
         return pulled
 
 

@@ -16,6 +16,8 @@ the store (compare, regressions, references), listed in ``.exchange/sitebench-re
 """
 
 import calendar
+import hashlib
+import json
 import os
 import re
 import subprocess
@@ -25,6 +27,7 @@ from pathlib import Path
 from sitebench.common.errors import SitebenchError
 from sitebench.common.files import read_runs_table, write_atomic, write_runs_table
 from sitebench.results import trust, verify
+from sitebench.results.site_warnings import one_line
 
 #: The host's signing key in the keys directory: not a site name (those start with a letter
 #: or a digit), so no site's key is ever taken for it.
@@ -32,6 +35,9 @@ HOST_KEY = "_host"
 PINNED = "registry-host"
 IMPORTED = "sitebench.registryimported"
 RETRACTED = "sitebench-retracted.tsv"
+#: The registry lines set aside here (a key this site's own list trusts for another site),
+#: with the registry blob and the local list they were judged against.
+ASIDE = "sitebench-registry-aside.json"
 
 
 def pinned():
@@ -140,10 +146,10 @@ def import_registry(ex, host=None):
         )
     pin(fp)
     lines = signer_lines(text)
-    trust.merge_lines(lines)
-    ex.git("config", IMPORTED, _blob_at(ex, accepted))
+    aside = _merge(ex, text, _blob_at(ex, accepted))
     retracted = retract(ex, text)
-    return sorted({ln.split()[0] for ln in lines}), len(lines), retracted
+    taken = [ln for ln in lines if (ln.split()[0], verify.fingerprint(ln)) not in aside]
+    return sorted({ln.split()[0] for ln in taken}), len(taken), retracted
 
 
 def pin(fp):
@@ -155,19 +161,90 @@ def pin(fp):
 
 def sync(ex, commit):
     """On pull, once this site pinned a host: import the registry of ``commit`` (verified)
-    when it changed since the last import; whether it did."""
+    when it changed since the last import, or when lines were set aside and this site's
+    list changed since; whether this site's list changed."""
     if not pinned():
         return False
     blob = _blob_at(ex, commit)
-    if not blob or blob == ex.setting_of(IMPORTED):
+    if not blob:
+        return False
+    record = _aside_record(ex)
+    signers = _signers_text()
+    if record:
+        if record.get("blob") == blob and record.get("signers") == _digest(signers):
+            return False  # set aside against this very list: judged already
+    elif blob == ex.setting_of(IMPORTED):
         return False
     text = text_at(ex, commit)
     if host_of(text) != pinned():
         return False  # verification pins it too (rules.registry_host): never taken
-    trust.merge_lines(signer_lines(text))
-    ex.git("config", IMPORTED, blob)
+    _merge(ex, text, blob)
     retract(ex, text)
-    return True
+    return _signers_text() != signers
+
+
+def _merge(ex, text, blob):
+    """Merge the registry ``text`` (of ``blob``) into this site's list. IMPORTED records the
+    blob only when nothing was set aside; otherwise the lines set aside are kept with the
+    list they were judged against, so a pull after that list changed takes them again."""
+    aside = trust.merge_lines(signer_lines(text))
+    path = ex.git_dir / ASIDE
+    if aside:
+        ex.git("config", "--unset", IMPORTED, check=False)
+        record = {"blob": blob, "signers": _digest(_signers_text()), "aside": aside}
+        write_atomic(path, json.dumps(record, indent=1) + "\n")
+    else:
+        path.unlink(missing_ok=True)
+        ex.git("config", IMPORTED, blob)
+    return {(site, fp) for site, fp, _ in aside}
+
+
+def _signers_text():
+    try:
+        return trust.allowed_signers_file().read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def _digest(data):
+    return hashlib.sha256(data).hexdigest()
+
+
+def _aside_record(ex):
+    try:
+        record = json.loads((ex.git_dir / ASIDE).read_text(encoding="utf-8"))
+    except (FileNotFoundError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def set_aside(ex):
+    """[(site, fingerprint, [sites here])] of the registry lines set aside here."""
+    rows = _aside_record(ex).get("aside", [])
+    return [(site, fp, list(others)) for site, fp, others in rows]
+
+
+def aside_lines(ex):
+    """One line per announcing site of the registry lines set aside here, with the fix."""
+    by_site = {}
+    for site, fp, others in set_aside(ex):
+        names, holder = " and ".join(others), others[0] if len(others) == 1 else "SITE"
+        by_site.setdefault(site, []).append(
+            f"{site}: the registry gives it the key {fp}, which this site trusts for "
+            f"{names}: set aside (here that key signs for {names} only, never as {site}); "
+            f"if {names} gave this key to {site}: ./sitebench trust remove {holder} "
+            f"--fingerprint {fp} and pull again; else tell the host"
+        )
+    return [one_line(site, lines, "registry keys set aside") for site, lines in by_site.items()]
+
+
+def retry_aside(ex):
+    """A pull with nothing new judges the set-aside lines again when this site's list
+    changed (``trust remove``); the lines still set aside, one per announcing site."""
+    if not (ex.git_dir / ASIDE).exists():
+        return []  # the usual pull: no git process more
+    sync(ex, "refs/sitebench/accepted")  # one git process: the registry's blob there
+    return aside_lines(ex)
 
 
 def retract(ex, text, write=True):
