@@ -56,8 +56,8 @@ def setup_parser(p):
     p.add_argument(
         "--nights",
         type=int,
-        default=3,
-        help="exchange: nights of history generated, then projected (default 3)",
+        default=10,
+        help="exchange: nights of history generated, then projected (default 10)",
     )
     p.add_argument(
         "--pair-nights",
