@@ -279,6 +279,10 @@ def test_a_registry_giving_a_key_trusted_here_for_another_site_is_set_aside(tmp_
     assert again.returncode == 0, again
     shown = [ln for ln in again.stdout.splitlines() if ln.startswith("SET ASIDE ")]
     assert shown == [f"SET ASIDE {told}"], again.stdout
+    status = beta.cli("exchange", "status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    aside = [ln for ln in status.stdout.splitlines() if "SET ASIDE" in ln or fp in ln]
+    assert aside, status.stdout
 
     assert beta.cli("trust", "remove", "gamma", "--fingerprint", fp).returncode == 0
     pulled = beta.pull()

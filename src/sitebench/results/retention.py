@@ -97,23 +97,37 @@ def packed_bytes(ex):
     return (int(counts.get("size-pack", 0)) + int(counts.get("size", 0))) * 1024
 
 
-def site_packed_bytes(ex, site):
-    """Bytes on disk of the blobs of ``site``'s runs in the exchange (``%(objectsize:disk)``,
-    a delta counted at its delta's size; trees and commits are not a site's)."""
-    accepted, prefix = ex.rev(exchange.ACCEPTED), ex.setting("prefix", "")
-    if not accepted:
-        return 0
-    listing = ex.git("ls-tree", "-r", "-z", accepted, "--", f"{prefix}{site}/").stdout
-    blobs = {e.partition("\t")[0].split()[2] for e in listing.split("\0") if e}
-    if not blobs:
-        return 0
+def local_blob_bytes(ex):
+    """{blob: bytes on disk} of the blobs the exchange copy holds (``%(objectsize:disk)``, a
+    delta counted at its delta's size). Listed once from the copy's own objects: asking for
+    a blob by name in a partial copy makes git fetch it when it is missing (another site's
+    bulk), and with fetching denied the whole command fails."""
     out = ex.git(
         *limits.NO_FETCH,
         "cat-file",
-        "--batch-check=%(objectsize:disk)",
-        stdin="".join(f"{b}\n" for b in blobs),
+        "--batch-all-objects",
+        "--unordered",
+        "--batch-check=%(objecttype) %(objectname) %(objectsize:disk)",
     ).stdout
-    return sum(int(n) for n in out.split() if n.isdigit())
+    sizes = {}
+    for line in out.splitlines():
+        kind, name, size = line.split()
+        if kind == "blob":
+            sizes[name] = int(size)
+    return sizes
+
+
+def site_packed_bytes(ex, site, local=None):
+    """Bytes on disk of the blobs of ``site``'s runs in the exchange (``local``: from
+    :func:`local_blob_bytes`; a blob this copy does not hold counts 0); trees and commits
+    are not a site's."""
+    accepted, prefix = ex.rev(exchange.ACCEPTED), ex.setting("prefix", "")
+    if not accepted:
+        return 0
+    local = local_blob_bytes(ex) if local is None else local
+    listing = ex.git("ls-tree", "-r", "-z", accepted, "--", f"{prefix}{site}/").stdout
+    blobs = {e.partition("\t")[0].split()[2] for e in listing.split("\0") if e}
+    return sum(local.get(blob, 0) for blob in blobs)
 
 
 @dataclass
@@ -141,6 +155,7 @@ def status(ex):
     for _, _, site, _ in quarantine.log_rows(ex.git_dir):
         refused[site or "?"] = refused.get(site or "?", 0) + 1
     names = sorted(set(held) | {p.name for p in site_dirs(results)})
+    local = local_blob_bytes(ex) if held else {}
     rows = []
     for site in names:
         dirs = run_dirs(site, results) if verify.SITE_NAME.fullmatch(site) else []
@@ -156,7 +171,7 @@ def status(ex):
                 with_bulk=len(with_bulk),
                 disk_bytes=disk,
                 disk_files=files,
-                packed_bytes=site_packed_bytes(ex, site) if site in held else 0,
+                packed_bytes=site_packed_bytes(ex, site, local) if site in held else 0,
                 oldest_bulk=oldest,
                 refused=refused.pop(site, 0),
                 limits=limits.in_force(settings, site),
