@@ -373,6 +373,34 @@ def test_a_share_whose_process_died_is_indexed_by_the_refresh(results_root, monk
     assert _index_rows(shared / "i") == _index_rows(serial / "i")
 
 
+def test_a_share_whose_process_is_stuck_is_killed_and_indexed_by_the_refresh(
+    results_root, monkeypatch
+):
+    # The forked copy never ends (a lock another thread held at the fork): past the wait
+    # it is killed and its sites indexed by the refresh itself, as for a copy that died.
+    import time
+
+    _sites_with_runs(results_root, {"alpha": 2, "beta": 2, "gamma": 2})
+    serial = results_root.parent / "serial"
+    counts = store.refresh_all(store=serial / "i")
+    monkeypatch.setattr(store, "SHARE_FROM", 1)
+    monkeypatch.setattr(store.shares, "cores", lambda: 2)
+    monkeypatch.setattr(store.shares, "MIN_WAIT_S", 2.0)
+    parent, real = os.getpid(), store._SiteRefresh.finish
+
+    def stuck(job, loaded):
+        if os.getpid() != parent:
+            time.sleep(3600)
+        return real(job, loaded)
+
+    monkeypatch.setattr(store._SiteRefresh, "finish", stuck)
+    shared = results_root.parent / "shared"
+    started = time.monotonic()
+    assert store.refresh_all(store=shared / "i") == counts
+    assert time.monotonic() - started < 60
+    assert _index_rows(shared / "i") == _index_rows(serial / "i")
+
+
 @pytest.mark.parametrize("chunk", [1, exchange_runs.CHUNK_BYTES])
 def test_runs_read_from_git_in_chunks_name_only_the_run_git_cannot_give(tmp_path, chunk):
     # Runs of another site as a pull leaves them: trees in the exchange's copy. Their files
