@@ -281,7 +281,7 @@ def test_message_passing_cases_beside_a_cpu_hog_pass_marked_disturbed(tmp_path, 
 
 #: The quick suite's other MPI families, one case each (the time each took on the idle
 #: machine in the night of 2026-11-28 08:54, gcc-openmpi): Jacobi on every core (5.9 s),
-#: NPB's CG (3.7 s at class A; S here) and its message distribution, HPL (53 s at its quick
+#: NPB's CG (3.7 s at the quick class; S here) and its message distribution, HPL (53 s at its quick
 #: size; n=2048 here), Gadget-2 on every core with its 1-rank baseline (25 + 60 s at
 #: TimeMax 0.11; 0.102 here), cut down as the ordinary user's run cuts them
 #: (tests/test_unprivileged.py).
