@@ -305,12 +305,19 @@ def test_check_runs_mpj_and_open_mpi_java_and_stops_the_daemon(built, spack, tmp
     }
     name = "JavaPingPongCheck %scale=quick %device=niodev %mapping=core"
     niodev = perf[name]
-    # MPJ's protocol switch limit (runtime.starter.MPJRun.DEFAULT_PROTOCOL_SWITCH_LIMIT).
-    # Found from the latencies: on a disturbed case the largest step may land one size
-    # above (CI, 2026-11-28, two test workers on 2 cores: 133 us at 65536 B, 1246 at
-    # 131072 B, 1903 at 262144 B gave 262144 B), so there one size above is accepted.
-    found = {131072, 262144} if ran[name]["disturbed"] else {131072}
-    assert niodev["switch_size"] in found, (niodev, ran[name]["disturbed"])
+    # MPJ's protocol switch limit (runtime.starter.MPJRun.DEFAULT_PROTOCOL_SWITCH_LIMIT),
+    # found from the latencies. Other work's CPU slows single rows of the table, so on a
+    # disturbed case the step may land one size above (CI, 2026-11-28, two test workers on
+    # 2 cores: 133 us at 65536 B, 1246 at 131072 B, 1903 at 262144 B gave 262144 B) or be
+    # hidden (a later CI run: no step of 8x; ReFrame skips the figure saying why); an
+    # undisturbed case must show it where MPJ puts it.
+    disturbed = ran[name]["disturbed"]
+    table = (Path(ran[name]["outputdir"]) / "rfm_job.out").read_text()
+    why = (disturbed, ran[name].get("foreign_cores"), niodev, table[-2000:])
+    if disturbed and "switch_size" not in niodev:
+        assert "no eager to rendezvous switch seen" in proc.stdout + proc.stderr, why
+    else:
+        assert niodev.get("switch_size") in ({131072, 262144} if disturbed else {131072}), why
     for figures in perf.values():
         assert figures["latency_small"] > 0 and figures["bandwidth_peak"] > 0
     assert (
