@@ -8,12 +8,10 @@ the work in), and hands back only a small result. A copy that dies (killed, out 
 leaves its share to the caller, told by a None result: nothing half done is taken.
 """
 
+import multiprocessing
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from concurrent.futures.process import BrokenProcessPool
-import multiprocessing
+from multiprocessing.connection import wait as wait_for
 
 #: How long the caller waits for a copy once its own share is done: this many times what its
 #: own took, and never less than ``MIN_WAIT_S``. The shares are of about equal weight, so a
@@ -46,9 +44,58 @@ def split(items, weight, count):
     return [[items[i] for i in sorted(share)] for share in shares if share]
 
 
-def _in_copy(index):
+def _in_copy(send, index):
+    """A forked copy's whole life: its share's result (or the exception ``work`` raised)
+    sent to the caller through ``send``."""
     shares, work = _SHARES
-    return work(shares[index])
+    try:
+        outcome = (True, work(shares[index]))
+    except BaseException as err:  # handed to the caller, raised there
+        outcome = (False, err)
+    try:
+        send.send(outcome)
+    except Exception as err:  # a result or exception pickle cannot carry
+        send.send((False, RuntimeError(f"share {index} not sent back: {err}")))
+    finally:
+        send.close()
+
+
+def _start_copies(count):
+    """``count`` forked copies, share 1 to ``count``: [(process, receiving end)]."""
+    # fork: the copies inherit the work as it is in memory (the sites' state read, the
+    # reader of runs), none of it sent; only results come back.
+    context = multiprocessing.get_context("fork")
+    copies = []
+    for index in range(1, count + 1):
+        receive, send = context.Pipe(duplex=False)
+        process = context.Process(target=_in_copy, args=(send, index), daemon=True)
+        process.start()
+        send.close()  # the copy's end: EOF here once the copy is gone
+        copies.append((process, receive))
+    return copies
+
+
+def _collect(copies, deadline):
+    """[(ok, value) or None] of each copy, in order: None for one that died or was not done
+    by ``deadline`` (then killed). Every copy has ended on return."""
+    outcomes = [None] * len(copies)
+    waiting = {receive: at for at, (_, receive) in enumerate(copies)}
+    while waiting:
+        ready = wait_for(list(waiting), timeout=max(0.0, deadline - time.monotonic()))
+        if not ready:
+            break  # the copies left are stuck
+        for receive in ready:
+            at = waiting.pop(receive)
+            try:
+                outcomes[at] = receive.recv()  # read before the join: a large result
+            except (EOFError, OSError):  # fills the pipe and holds its copy until then
+                outcomes[at] = None  # it died before sending
+    for process, receive in copies:
+        if receive in waiting:
+            process.kill()
+        process.join()
+        receive.close()
+    return outcomes
 
 
 def run(shares, work):
@@ -61,32 +108,18 @@ def run(shares, work):
         return [work(share) for share in shares]
     _SHARES = shares, work
     try:
-        # fork: the copies inherit the work as it is in memory (the sites' state read, the
-        # reader of runs), none of it sent; only results come back.
-        context = multiprocessing.get_context("fork")
-        pool = ProcessPoolExecutor(len(shares) - 1, mp_context=context)
-        stuck = False
+        copies = _start_copies(len(shares) - 1)
+        started = time.monotonic()
         try:
-            futures = [pool.submit(_in_copy, at) for at in range(1, len(shares))]
-            started = time.monotonic()
-            results = [work(shares[0])]
-            waited = max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
-            deadline = time.monotonic() + waited
-            for future in futures:
-                try:
-                    left = max(0.0, deadline - time.monotonic())
-                    results.append(future.result(timeout=left))
-                except BrokenProcessPool:
-                    results.append(None)
-                except FutureTimeout:
-                    stuck = True
-                    results.append(None)
-        finally:
-            if stuck:
-                # The executor has no public way to stop a worker that never returns.
-                for process in list((getattr(pool, "_processes", None) or {}).values()):
-                    process.kill()
-            pool.shutdown(wait=not stuck, cancel_futures=True)
-        return results
+            mine = work(shares[0])
+        except BaseException:
+            _collect(copies, time.monotonic() + MIN_WAIT_S)  # none left behind
+            raise
+        waited = max(MIN_WAIT_S, WAIT_FACTOR * (time.monotonic() - started))
+        outcomes = _collect(copies, time.monotonic() + waited)
     finally:
         _SHARES = None
+    for outcome in outcomes:
+        if outcome is not None and not outcome[0]:
+            raise outcome[1]
+    return [mine] + [outcome[1] if outcome else None for outcome in outcomes]
