@@ -5,6 +5,7 @@ import json
 import os
 import re
 import subprocess
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -378,7 +379,6 @@ def test_a_share_whose_process_is_stuck_is_killed_and_indexed_by_the_refresh(
 ):
     # The forked copy never ends (a lock another thread held at the fork): past the wait
     # it is killed and its sites indexed by the refresh itself, as for a copy that died.
-    import time
 
     _sites_with_runs(results_root, {"alpha": 2, "beta": 2, "gamma": 2})
     serial = results_root.parent / "serial"
@@ -399,6 +399,33 @@ def test_a_share_whose_process_is_stuck_is_killed_and_indexed_by_the_refresh(
     assert store.refresh_all(store=shared / "i") == counts
     assert time.monotonic() - started < 60
     assert _index_rows(shared / "i") == _index_rows(serial / "i")
+
+
+def _share_work(share):
+    """A share's work for shares.run: the pid it ran in and its items; item 'die' ends
+    the process at once, 'fail' raises, 'slow' takes a second (still at work when another
+    copy dies)."""
+    if "slow" in share:
+        time.sleep(1.0)
+    if "die" in share:
+        os._exit(9)
+    if "fail" in share:
+        raise ValueError(f"share {share} failed")
+    return os.getpid(), share
+
+
+@pytest.mark.reliability_fault
+def test_shares_come_back_in_order_and_one_dead_copy_loses_only_its_own():
+    # Each copy is a process of its own: one that dies gives None for its share alone, the
+    # others' results come back in the shares' order, from other processes than this one.
+    from sitebench.results import shares
+
+    results = shares.run([["a"], ["b", "c"], ["die"], ["d", "slow"]], _share_work)
+    assert [r[1] if r else None for r in results] == [["a"], ["b", "c"], None, ["d", "slow"]]
+    pids = [r[0] for r in results if r]
+    assert pids[0] == os.getpid() and len(set(pids)) == 3
+    with pytest.raises(ValueError, match="share \\['fail'\\] failed"):
+        shares.run([["a"], ["fail"]], _share_work)
 
 
 @pytest.mark.parametrize("chunk", [1, exchange_runs.CHUNK_BYTES])
