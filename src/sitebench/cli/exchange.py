@@ -5,7 +5,7 @@ was refused, and the runs found changed after they were indexed.
   ./sitebench exchange init-remote PATH [--trust FILE] [--branch main]
   ./sitebench exchange upgrade-remote PATH
   ./sitebench exchange migrate --site SITE
-  ./sitebench exchange quarantine
+  ./sitebench exchange quarantine [--rejudge [COMMIT ...]]
   ./sitebench exchange restore
   ./sitebench exchange accepted
   ./sitebench exchange altered [SITE ...]
@@ -25,6 +25,7 @@ example = """
   ./sitebench exchange upgrade-remote /srv/git/results.git  # after updating sitebench
   ./sitebench exchange migrate --site mycluster  # once: results/ leaves the code's remote
   ./sitebench exchange quarantine               # the incoming commits refused here, and why
+  ./sitebench exchange quarantine --rejudge     # after trust add/remove: judge them again
   ./sitebench exchange restore                  # after a history rewrite on the remote
   ./sitebench exchange accepted                 # the commit a joining site pins (pull --expect)
   ./sitebench exchange altered local            # runs changed after they were indexed
@@ -50,7 +51,14 @@ def setup_parser(p):
     upgrade.add_argument("path")
     mig = sub.add_parser("migrate", help="connect results/ to its own exchange, once")
     mig.add_argument("--site", required=True)
-    sub.add_parser("quarantine", help="the incoming commits refused here, and why")
+    quar = sub.add_parser("quarantine", help="the incoming commits refused here, and why")
+    quar.add_argument(
+        "--rejudge",
+        nargs="*",
+        metavar="COMMIT",
+        help="verify these refused commits again (default: all) under today's trust list, "
+        "as a pull does; what passes has its runs taken",
+    )
     sub.add_parser(
         "restore",
         help="after a history rewrite on the remote: push back the history verified here",
@@ -125,14 +133,47 @@ def command(args):
                 f"restored the remote's branch to {done.accepted[:12]}, the history "
                 f"verified here{dropped}; each site's next publish sends its runs again"
             )
+    elif args.rejudge is not None:
+        return _rejudge(args.rejudge)
     else:
-        from sitebench.results import quarantine
+        from sitebench.results import quarantine, rejudge
 
-        rows = quarantine.log_rows(exchange.Exchange(exchange.paths.results_dir()).git_dir)
+        ex = exchange.Exchange(exchange.paths.results_dir())
+        rows = quarantine.log_rows(ex.git_dir)
+        later = rejudge.accepted_before(ex)
         if not rows:
             print("nothing refused")
         for when, commit, site, reason in rows:
-            print(shown(f"{when} {commit[:12]} {site + ' ' if site else ''}{reason}"))
+            again = f" (judged again {later[commit][0]}: accepted)" if commit in later else ""
+            print(shown(f"{when} {commit[:12]} {site + ' ' if site else ''}{reason}{again}"))
+    return 0
+
+
+def _rejudge(commits):
+    """One line per commit judged again; exit 3 (as pull) when some stay refused."""
+    from sitebench.common.terminal import shown
+    from sitebench.results import rejudge
+    from sitebench.results.exchange import REFUSED_EXIT
+
+    done = rejudge.rejudge(commits=commits)
+    if not (done.accepted or done.refused or done.before):
+        print("nothing refused here: nothing to judge again")
+    for commit, site, runs in done.accepted:
+        names = f" ({', '.join(runs[:3])}{', ...' if len(runs) > 3 else ''})" if runs else ""
+        print(shown(f"accepted {commit[:12]} {site}: {len(runs)} run(s) taken{names}"))
+    for commit in done.before:
+        print(f"accepted {commit[:12]} before (an earlier --rejudge): nothing to do")
+    for commit, site, reason in done.refused:
+        print(shown(f"still refused {commit[:12]} {site}: {reason}"))
+    for line in done.set_aside:
+        print(shown(f"SET ASIDE {line}"))
+    if done.refused:
+        print(
+            f"{len(done.refused)} commit(s) stay in quarantine; a refusal caused by this "
+            "site's list goes once the list is fixed (./sitebench trust add / remove) and "
+            "--rejudge runs again"
+        )
+        return REFUSED_EXIT
     return 0
 
 

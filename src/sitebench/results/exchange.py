@@ -414,6 +414,25 @@ class Exchange:
             settings.get("quarantine_refs", quarantine.DEFAULT_REFS),
         )
         pulled.refused += [f"commit {c[:12]} refused: {r}" for _, c, r in pulled.refusals]
+        found, taken = self._runs_to_take(verdicts, rules.prefix)
+        pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
+        if taken:
+            self._log_runs(taken)
+        if pulled.rewritten:
+            pulled.refused.append(self._quarantine(verdicts[0]))
+        else:
+            pulled.left_out = [v.commit for v in verdicts if not v.ok]
+            last = [v.commit for v in verdicts if v.ok]
+            if last:
+                self.git("update-ref", ACCEPTED, last[-1])
+            usage.save()
+        pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
+        return pulled
+
+    def _runs_to_take(self, verdicts, prefix):
+        """({site: [runs]}, [(site, run, tree, commit)]) of the accepted ``verdicts``' runs
+        not accepted here before (a pull killed before its ref moved, a re-judged commit),
+        each with its tree as the commit adds it."""
         found, taken = {}, []
         have = {}
         for verdict in verdicts:
@@ -433,7 +452,7 @@ class Exchange:
                 found.setdefault(site, []).append(run)
         if taken:
             # Every run's tree from one git process (a first pull takes a year of runs).
-            names = [f"{commit}:{rules.prefix}{site}/{run}" for site, run, _, commit in taken]
+            names = [f"{commit}:{prefix}{site}/{run}" for site, run, _, commit in taken]
             out = self.git(
                 *NO_LAZY_FETCH,
                 "cat-file",
@@ -446,19 +465,7 @@ class Exchange:
             taken = [
                 (site, run, tree, commit) for (site, run, _, commit), tree in zip(taken, trees)
             ]
-        pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
-        if taken:
-            self._log_runs(taken)
-        if pulled.rewritten:
-            pulled.refused.append(self._quarantine(verdicts[0]))
-        else:
-            pulled.left_out = [v.commit for v in verdicts if not v.ok]
-            last = [v.commit for v in verdicts if v.ok]
-            if last:
-                self.git("update-ref", ACCEPTED, last[-1])
-            usage.save()
-        pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
-        return pulled
+        return found, taken
 
     def _quarantined_commits(self):
         """Every commit refused here: the log keeps them all, the refs only the newest."""

@@ -1,0 +1,147 @@
+"""Refused commits judged again (``./sitebench exchange quarantine --rejudge``) once this
+site's trust list is fixed, through a real bare repository with real signed commits and
+plain git pushes: the runs a site published while its key was not trusted here come back
+byte for byte; a commit refused for what it is (a file outside the runs, a key still not
+trusted) stays refused with its reason; an unknown commit id is a clear error."""
+
+import json
+import time
+
+import pytest
+
+from exchange_world import World, git, tree_bytes
+from sitebench.results import exchange, quarantine, rejudge, store
+
+pytestmark = pytest.mark.reliability_input
+
+
+def _hostile_run(world, key, name, extra=None):
+    """A run of mallory pushed with plain git (signed with ``key``), plus ``extra`` files."""
+    clone = world.hostile_clone()
+    run = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{name}"
+    (clone / "mallory" / run).mkdir(parents=True)
+    (clone / "mallory" / run / "report.json").write_text("{}")
+    for path, text in (extra or {}).items():
+        (clone / path).parent.mkdir(parents=True, exist_ok=True)
+        (clone / path).write_text(text)
+    assert world.push_as(clone, f"results: mallory {name}", key=key).returncode == 0
+    return run, git(clone, "rev-parse", "HEAD").stdout.strip()
+
+
+def _world(tmp_path):
+    """beta trusts gamma and mallory, not yet alpha (the admin had not run trust add);
+    alpha and gamma trust each other."""
+    world = World(tmp_path)
+    world.make_remote()
+    alpha, beta, gamma = world.site("alpha"), world.site("beta"), world.site("gamma")
+    mallory, eve = world.site("mallory"), world.site("eve")
+    alpha.trusts(gamma, mallory)
+    gamma.trusts(alpha, mallory)
+    beta.trusts(gamma, mallory)
+    return world, alpha, beta, gamma, mallory, eve
+
+
+def test_runs_refused_under_an_unfixed_trust_list_come_back_and_real_refusals_stay(tmp_path):
+    world, alpha, beta, gamma, mallory, eve = _world(tmp_path)
+    first_gamma = gamma.new_run()
+    assert gamma.publish().published
+    first = alpha.new_run()
+    assert alpha.publish().published
+    # Refused for what they are: a file outside the runs (signed by a key trusted here),
+    # a run signed by a key nobody trusts.
+    _, outside = _hostile_run(world, mallory.key, "outside", {"tools/evil.sh": "rm -rf /\n"})
+    eve_run, by_eve = _hostile_run(world, eve.key, "eve")
+    second = alpha.new_run()
+    sent = alpha.publish()
+    assert sent.published and len(sent.refused) == 2, sent
+    last_gamma = gamma.new_run()
+    assert gamma.publish().published
+
+    # gamma's last commit holds alpha's runs too (gamma took them in): refused as well.
+    pulled = beta.pull()
+    assert pulled.new == [("gamma", [first_gamma])], pulled
+    reasons = " | ".join(pulled.refused)
+    assert len(pulled.refused) == 5 and "not trusted here" in reasons, pulled.refused
+    assert "a key trusted for gamma only" in reasons, reasons
+    assert beta.runs("alpha") == [] and beta.runs("gamma") == [first_gamma]
+    # The list fixed: a pull alone never looks at the refused commits again.
+    beta.trusts(alpha)
+    again = beta.pull()
+    assert again.new == [] and again.refused == [], again
+    assert beta.runs("alpha") == []
+
+    done = beta.cli("exchange", "quarantine", "--rejudge")
+    assert done.returncode == exchange.REFUSED_EXIT, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    accepted = [ln for ln in lines if ln.startswith("accepted ")]
+    assert len(accepted) == 3, done.stdout
+    assert sum(" alpha: 1 run(s) taken (alpha/" in ln for ln in accepted) == 2, accepted
+    assert sum(f"1 run(s) taken (gamma/{last_gamma})" in ln for ln in accepted) == 1, accepted
+    refused = {ln.split()[2]: ln for ln in lines if ln.startswith("still refused ")}
+    assert set(refused) == {outside[:12], by_eve[:12]}, done.stdout
+    # Each with the reason the pull gave (eve's commit adds mallory's file too, against
+    # the last commit accepted here: refused for that first, then as now).
+    said = {commit: reason for _, commit, reason in pulled.refusals}
+    for commit in (outside, by_eve):
+        assert refused[commit[:12]].endswith(f": {said[commit]}"), (refused, said)
+    assert "tools/evil.sh" in said[outside] and "not a run file" in said[outside], said
+
+    # Byte for byte what alpha published, in the store as after a pull.
+    assert beta.runs("alpha") == sorted([first, second])
+    assert beta.runs("gamma") == sorted([first_gamma, last_gamma])
+    for run in (first, second):
+        assert tree_bytes(beta.show("alpha", run)) == tree_bytes(alpha.results / "alpha" / run)
+    with beta.act():
+        store.refresh("alpha")
+        indexed = json.loads((store.store_dir() / "alpha" / "runs.json").read_text())["runs"]
+    assert sorted(indexed) == sorted([first, second])
+    assert eve_run not in beta.runs("mallory")
+    ex = exchange.Exchange(beta.results)
+    held = quarantine.refs(ex.git_dir)
+    assert outside in held and by_eve in held and len(held) == 2, held
+    assert set(rejudge.accepted_before(ex)) == set(pulled.left_out) - {outside, by_eve}
+
+    # Said once: a second re-judgement and a pull take nothing twice.
+    before = {p: p.read_bytes() for p in (ex.git_dir / exchange.RUNS_LOG).glob("*.tsv")}
+    twice = beta.cli("exchange", "quarantine", "--rejudge")
+    assert twice.returncode == exchange.REFUSED_EXIT, twice
+    assert twice.stdout.count("before (an earlier --rejudge)") == 3, twice.stdout
+    later = beta.pull()
+    assert later.new == [] and later.refused == [], later
+    assert {p: p.read_bytes() for p in before} == before
+    listed = beta.cli("exchange", "quarantine").stdout
+    marked = {ln.split()[1] for ln in listed.splitlines() if ln.endswith(": accepted)")}
+    assert marked == {c[:12] for c in rejudge.accepted_before(ex)}, listed
+    assert len(listed.splitlines()) == 5, listed  # the record kept
+
+
+def test_a_commit_still_refused_keeps_its_reason_and_one_asked_by_id(tmp_path):
+    world, alpha, beta, gamma, mallory, eve = _world(tmp_path)
+    assert beta.pull().refused == []
+    _, by_eve = _hostile_run(world, eve.key, "eve")
+    assert len(beta.pull().refused) == 1
+    beta.trusts(alpha)  # not eve
+    ex = exchange.Exchange(beta.results)
+    logged = quarantine.log_rows(ex.git_dir)
+    done = beta.cli("exchange", "quarantine", "--rejudge", by_eve[:9])
+    assert done.returncode == exchange.REFUSED_EXIT, done
+    assert done.stdout.startswith(f"still refused {by_eve[:12]} mallory: ")
+    assert "not trusted here" in done.stdout, done.stdout
+    # Same reason: the record is not written again; the commit is still held.
+    assert quarantine.log_rows(ex.git_dir) == logged
+    assert by_eve in quarantine.refs(ex.git_dir) and not rejudge.accepted_before(ex)
+
+
+@pytest.mark.parametrize("asked", ["0123456789ab", "not-a-commit", "12"])
+def test_rejudging_an_unknown_commit_says_what_to_give(tmp_path, asked):
+    world, alpha, beta, gamma, mallory, eve = _world(tmp_path)
+    alpha.new_run()
+    assert alpha.publish().published
+    assert len(beta.pull().refused) == 1
+    ex = exchange.Exchange(beta.results)
+    logged = quarantine.log_rows(ex.git_dir)
+    done = beta.cli("exchange", "quarantine", "--rejudge", asked)
+    assert done.returncode == 2, done
+    assert f"{asked!r} is not a commit refused here" in done.stderr, done.stderr
+    assert "./sitebench exchange quarantine lists it" in done.stderr, done.stderr
+    assert quarantine.log_rows(ex.git_dir) == logged and not rejudge.accepted_before(ex)
