@@ -369,3 +369,39 @@ def test_a_commented_out_key_line_owns_no_key(tmp_path, monkeypatch):
     signers.write_text(f"# beta {public}\n")
     assert trust.add("gamma", tmp_path / "gamma.pub") == verify.fingerprint(public)
     assert [row[0] for row in trust.listing()] == ["gamma"]
+
+
+def test_a_run_refused_while_its_registry_line_was_set_aside_comes_back_on_rejudge(tmp_path):
+    """As above, mallory's run arrives signed by the key beta trusted for gamma: refused,
+    the registry line set aside. Once beta drops its line and pulls, the line is taken but
+    the run stays refused (a pull never looks twice); ``exchange quarantine --rejudge``
+    verifies it under the list as it is now and takes it, byte for byte as pushed."""
+    world = _with_mallory(tmp_path)
+    beta, gamma = world.site("beta"), world.site("gamma")
+    assert beta.pull().refused == []
+    beta.trusts(gamma)
+    fp = verify.fingerprint(gamma.public)
+    assert _announced_by_mallory(world, _pub(gamma)).returncode == 0
+    clone = world.hostile_clone()
+    name = f"{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-aside"
+    (clone / "mallory" / name).mkdir(parents=True)
+    (clone / "mallory" / name / "report.json").write_text('{"runs": []}\n')
+    assert world.push_as(clone, "results: mallory", key=gamma.key).returncode == 0
+    pushed = git(clone, "rev-parse", "HEAD").stdout.strip()
+    pulled = beta.pull()
+    assert [c for _, c, _ in pulled.refusals] == [pushed] and pulled.set_aside, pulled
+
+    early = beta.cli("exchange", "quarantine", "--rejudge", pushed)  # the list not fixed yet
+    assert early.returncode == exchange.REFUSED_EXIT, early
+    assert early.stdout.startswith(f"still refused {pushed[:12]} mallory: "), early.stdout
+    assert beta.cli("trust", "remove", "gamma", "--fingerprint", fp).returncode == 0
+    assert beta.pull().set_aside == []
+    assert name not in beta.runs("mallory")
+    done = beta.cli("exchange", "quarantine", "--rejudge")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == f"accepted {pushed[:12]} mallory: 1 run(s) taken (mallory/{name})\n"
+    assert name in beta.runs("mallory")
+    with beta.act():
+        shown = exchange.show("mallory", name)
+    assert (shown / "report.json").read_bytes() == b'{"runs": []}\n'
+    assert sorted(p.name for p in shown.rglob("*")) == ["report.json"]
