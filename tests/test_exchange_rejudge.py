@@ -10,7 +10,7 @@ import time
 import pytest
 
 from exchange_world import World, git, tree_bytes
-from sitebench.results import exchange, quarantine, rejudge, store
+from sitebench.results import exchange, quarantine, rejudge, retention, store
 
 pytestmark = pytest.mark.reliability_input
 
@@ -65,7 +65,12 @@ def test_runs_refused_under_an_unfixed_trust_list_come_back_and_real_refusals_st
     assert "a key trusted for gamma only" in reasons, reasons
     assert beta.runs("alpha") == [] and beta.runs("gamma") == [first_gamma]
     # The list fixed: a pull alone never looks at the refused commits again.
-    beta.trusts(alpha)
+    added = beta.cli("trust", "add", "alpha", f"{alpha.key}.pub")
+    assert added.returncode == 0, added
+    assert added.stdout.splitlines()[-1] == (
+        "5 commit(s) refused here before stay refused: ./sitebench pull, then "
+        "./sitebench exchange quarantine --rejudge judges them again under this list"
+    ), added.stdout
     again = beta.pull()
     assert again.new == [] and again.refused == [], again
     assert beta.runs("alpha") == []
@@ -113,6 +118,9 @@ def test_runs_refused_under_an_unfixed_trust_list_come_back_and_real_refusals_st
     marked = {ln.split()[1] for ln in listed.splitlines() if ln.endswith(": accepted)")}
     assert marked == {c[:12] for c in rejudge.accepted_before(ex)}, listed
     assert len(listed.splitlines()) == 5, listed  # the record kept
+    with beta.act():
+        counted = {row.site: row.refused for row in retention.status(ex)}
+    assert counted.get("alpha") == 0 and counted.get("gamma") == 0, counted
 
 
 def test_a_commit_still_refused_keeps_its_reason_and_one_asked_by_id(tmp_path):

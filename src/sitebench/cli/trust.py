@@ -107,6 +107,7 @@ def command(args):
             valid_before=args.valid_before,
         )
         print(f"trusted for {args.site}: {fp} ({_where(trust, args.remote)})")
+        _rejudge_hint(args.remote)
     elif args.action in ("host-key", "register", "rotate", "import") or (
         args.action == "revoke" and args.shared
     ):
@@ -129,6 +130,8 @@ def command(args):
     elif args.action == "remove":
         gone = trust.remove(args.site, args.fingerprint, remote=args.remote)
         print(f"{args.site}: {gone} entr{'y' if gone == 1 else 'ies'} removed")
+        if gone:
+            _rejudge_hint(args.remote)
         return 0 if gone else 1
     else:
         trust.allow_unsigned(args.site, remote=args.remote)
@@ -138,6 +141,22 @@ def command(args):
             f"{args.site} ends it)"
         )
     return 0
+
+
+def _rejudge_hint(remote):
+    """The commits refused here before this change are not judged again by themselves
+    (results/README.md, "Judged again, on request"): say how, when there are any."""
+    if remote:
+        return  # a hosted list: the remote's hook judges the pushes to come
+    from sitebench.results import exchange, rejudge
+
+    ex = exchange.Exchange(_results())
+    waiting = len(rejudge.waiting(ex)) if ex.exists else 0
+    if waiting:
+        print(
+            f"{waiting} commit(s) refused here before stay refused: ./sitebench pull, then "
+            "./sitebench exchange quarantine --rejudge judges them again under this list"
+        )
 
 
 def _where(trust, remote):

@@ -54,6 +54,17 @@ def accepted_before(ex):
     return found
 
 
+def waiting(ex):
+    """The commits refused here that a re-judgement could take (not accepted since, not a
+    rewrite)."""
+    before = accepted_before(ex)
+    return [
+        commit
+        for commit, (_, reason) in _latest_rows(ex).items()
+        if commit not in before and not reason.startswith(NOT_A_COMMIT + (verify.REWRITE,))
+    ]
+
+
 def _latest_rows(ex):
     """{commit: (site, reason)} of the quarantine log, the newest line of each commit."""
     rows = {}

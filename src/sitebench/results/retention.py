@@ -29,7 +29,7 @@ from pathlib import Path
 
 from sitebench.common.errors import SitebenchError
 from sitebench.common.names import check_name
-from sitebench.results import exchange, limits, quarantine, trust, verify
+from sitebench.results import exchange, limits, quarantine, rejudge, trust, verify
 from sitebench.results.rundirs import run_dirs, site_dirs
 
 #: The top-level entries of a run that are its figures and provenance: never dropped.
@@ -152,8 +152,10 @@ def status(ex):
     held = tree_runs(ex)
     own = own_sites(ex)
     refused = {}
-    for _, _, site, _ in quarantine.log_rows(ex.git_dir):
-        refused[site or "?"] = refused.get(site or "?", 0) + 1
+    taken_since = rejudge.accepted_before(ex)  # accepted when judged again: not refused
+    for _, commit, site, _ in quarantine.log_rows(ex.git_dir):
+        if commit not in taken_since:
+            refused[site or "?"] = refused.get(site or "?", 0) + 1
     names = sorted(set(held) | {p.name for p in site_dirs(results)})
     local = local_blob_bytes(ex) if held else {}
     rows = []
