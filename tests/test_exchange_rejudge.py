@@ -106,6 +106,20 @@ def test_runs_refused_under_an_unfixed_trust_list_come_back_and_real_refusals_st
     assert outside in held and by_eve in held and len(held) == 2, held
     assert set(rejudge.accepted_before(ex)) == set(pulled.left_out) - {outside, by_eve}
 
+    # The accepted ref moved to the branch's tip, as a pull would have moved it: beta's next
+    # publish builds on a tree holding alpha's and gamma's runs, and alpha takes it.
+    tip = git(world.bare, "rev-parse", "main").stdout.strip()
+    assert ex.rev(exchange.ACCEPTED) == tip
+    mine = beta.new_run()
+    assert beta.publish().published
+    shared = git(world.bare, "ls-tree", "-d", "--name-only", "-r", "main").stdout.split()
+    for path in (f"alpha/{first}", f"alpha/{second}", f"gamma/{last_gamma}", f"beta/{mine}"):
+        assert path in shared, shared
+    alpha.trusts(beta)
+    taken = alpha.pull()
+    assert dict(taken.new) == {"beta": [mine], "gamma": [last_gamma]}, taken
+    assert taken.refused == [], taken
+
     # Said once: a second re-judgement and a pull take nothing twice.
     before = {p: p.read_bytes() for p in (ex.git_dir / exchange.RUNS_LOG).glob("*.tsv")}
     twice = beta.cli("exchange", "quarantine", "--rejudge")

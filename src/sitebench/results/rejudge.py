@@ -132,6 +132,8 @@ def rejudge(results_root=None, commits=()):
             ex._log_runs(taken)
         usage.save()
         _record(ex, screened, rows, taken, done)
+        if _advance(ex, [v.commit for v in screened if v.ok]):
+            registry.sync(ex, exchange.ACCEPTED)  # as a pull takes the registry it accepted
         done.set_aside = registry.retry_aside(ex)
         return done
 
@@ -176,6 +178,23 @@ def _verdicts(ex, targets, still, rows, prefix):
     # Sized by the limits as the pull sizes them: the files fetched (all, from a remote
     # that ignored the blob filter).
     return [verdicts[c] for c in targets], () if ex.whole else frozenset(sized)
+
+
+def _advance(ex, accepted):
+    """Move the accepted ref to the newest commit now accepted after it, as the pull would
+    have: publish builds on that tree (with what the re-judged commits added), and the
+    next pull judges from there. Whether it moved."""
+    tip = ex.rev(exchange.ACCEPTED)
+    newest = None
+    for commit in accepted:
+        if tip is None or (commit != tip and _is_ancestor(ex, tip, commit)):
+            if newest is None or _is_ancestor(ex, newest, commit):
+                newest = commit
+    if newest is None:
+        return False
+    # Only if the ref is still where it was read (one update-ref, as the pull's).
+    ex.git("update-ref", exchange.ACCEPTED, newest, *([tip] if tip else []))
+    return True
 
 
 def _is_ancestor(ex, old, new):
