@@ -167,3 +167,30 @@ def test_rejudging_an_unknown_commit_says_what_to_give(tmp_path, asked):
     assert f"{asked!r} is not a commit refused here" in done.stderr, done.stderr
     assert "./sitebench exchange quarantine lists it" in done.stderr, done.stderr
     assert quarantine.log_rows(ex.git_dir) == logged and not rejudge.accepted_before(ex)
+
+
+@pytest.mark.reliability_fault
+def test_a_rejudge_killed_before_its_records_is_done_again_whole(tmp_path, monkeypatch):
+    """Killed after the runs were taken and the accepted ref moved, before the quarantine
+    records: the next --rejudge finishes it, each run logged once."""
+    world, alpha, beta, gamma, mallory, eve = _world(tmp_path)
+    run = alpha.new_run()
+    assert alpha.publish().published
+    [(_, commit, _)] = beta.pull().refusals
+    beta.trusts(alpha)
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(rejudge, "_record", killed)
+    with beta.act(), pytest.raises(KeyboardInterrupt):
+        rejudge.rejudge()
+    monkeypatch.undo()
+    ex = exchange.Exchange(beta.results)
+    assert beta.runs("alpha") == [run] and not rejudge.accepted_before(ex)
+    with beta.act():
+        done = rejudge.rejudge()
+    assert done.accepted == [(commit, "alpha", [])], done  # its run was taken already
+    logged = (ex.git_dir / exchange.RUNS_LOG / "alpha.tsv").read_text().splitlines()
+    assert [line.split("\t")[0] for line in logged] == [run], logged
+    assert len(rejudge.accepted_before(ex)) == 1 and quarantine.refs(ex.git_dir) == {}

@@ -128,11 +128,14 @@ def rejudge(results_root=None, commits=()):
         settings = limits.configured(ex.git_dir, ex.setting("site"))
         screened, usage = limits.screen(ex.git_dir, verdicts, prefix, settings, sized_only=sized)
         _, taken = ex._runs_to_take(screened, prefix)
+        # In the pull's order: the runs, the accepted ref, the usage; then the records, so a
+        # re-judgement killed on the way is done again whole (nothing is taken twice).
         if taken:
             ex._log_runs(taken)
+        moved = _advance(ex, [v.commit for v in screened if v.ok])
         usage.save()
         _record(ex, screened, rows, taken, done)
-        if _advance(ex, [v.commit for v in screened if v.ok]):
+        if moved:
             registry.sync(ex, exchange.ACCEPTED)  # as a pull takes the registry it accepted
         done.set_aside = registry.retry_aside(ex)
         return done
