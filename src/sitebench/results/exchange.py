@@ -414,10 +414,8 @@ class Exchange:
             settings.get("quarantine_refs", quarantine.DEFAULT_REFS),
         )
         pulled.refused += [f"commit {c[:12]} refused: {r}" for _, c, r in pulled.refusals]
-        found, taken = self._runs_to_take(verdicts, rules.prefix)
+        found = self.take_runs(verdicts, rules.prefix)
         pulled.rewritten = len(verdicts) == 1 and verdicts[0].reason.startswith(verify.REWRITE)
-        if taken:
-            self._log_runs(taken)
         if pulled.rewritten:
             pulled.refused.append(self._quarantine(verdicts[0]))
         else:
@@ -429,10 +427,10 @@ class Exchange:
         pulled.new = [(site, sorted(runs)) for site, runs in sorted(found.items())]
         return pulled
 
-    def _runs_to_take(self, verdicts, prefix):
-        """({site: [runs]}, [(site, run, tree, commit)]) of the accepted ``verdicts``' runs
-        not accepted here before (a pull killed before its ref moved, a re-judged commit),
-        each with its tree as the commit adds it."""
+    def take_runs(self, verdicts, prefix):
+        """Log the runs of the accepted ``verdicts`` not accepted here before (a pull killed
+        before its ref moved, a re-judged commit), each with its tree as the commit adds it
+        (:data:`RUNS_LOG`, synced); {site: [runs]} taken."""
         found, taken = {}, []
         have = {}
         for verdict in verdicts:
@@ -465,7 +463,8 @@ class Exchange:
             taken = [
                 (site, run, tree, commit) for (site, run, _, commit), tree in zip(taken, trees)
             ]
-        return found, taken
+            self._log_runs(taken)
+        return found
 
     def _quarantined_commits(self):
         """Every commit refused here: the log keeps them all, the refs only the newest."""

@@ -127,11 +127,9 @@ def rejudge(results_root=None, commits=()):
         verdicts, sized = _verdicts(ex, targets, still, rows, prefix)
         settings = limits.configured(ex.git_dir, ex.setting("site"))
         screened, usage = limits.screen(ex.git_dir, verdicts, prefix, settings, sized_only=sized)
-        _, taken = ex._runs_to_take(screened, prefix)
         # In the pull's order: the runs, the accepted ref, the usage; then the records, so a
         # re-judgement killed on the way is done again whole (nothing is taken twice).
-        if taken:
-            ex._log_runs(taken)
+        taken = ex.take_runs(screened, prefix)
         moved = _advance(ex, [v.commit for v in screened if v.ok])
         usage.save()
         _record(ex, screened, rows, taken, done)
@@ -235,8 +233,10 @@ def _record(ex, verdicts, rows, taken, done):
     ``update-ref --stdin``), a line each in the rejudged log; a still refused commit's new
     reason is logged in the quarantine log."""
     runs = {}
-    for site, run, _, commit in taken:
-        runs.setdefault(commit, []).append(f"{site}/{run}")
+    for verdict in verdicts:
+        for site, run in verdict.runs if verdict.ok else ():
+            if run in taken.get(site, ()):
+                runs.setdefault(verdict.commit, []).append(f"{site}/{run}")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     held = quarantine.refs(ex.git_dir)
     moves, accepted_lines, refused_lines = [], [], []
