@@ -68,8 +68,8 @@ def test_runs_refused_under_an_unfixed_trust_list_come_back_and_real_refusals_st
     added = beta.cli("trust", "add", "alpha", f"{alpha.key}.pub")
     assert added.returncode == 0, added
     assert added.stdout.splitlines()[-1] == (
-        "5 commit(s) refused here before stay refused: ./sitebench pull, then "
-        "./sitebench exchange quarantine --rejudge judges them again under this list"
+        "5 commit(s) refused here before stay refused: ./sitebench exchange "
+        "quarantine --rejudge judges them again under this list"
     ), added.stdout
     again = beta.pull()
     assert again.new == [] and again.refused == [], again

@@ -373,9 +373,9 @@ def test_a_commented_out_key_line_owns_no_key(tmp_path, monkeypatch):
 
 def test_a_run_refused_while_its_registry_line_was_set_aside_comes_back_on_rejudge(tmp_path):
     """As above, mallory's run arrives signed by the key beta trusted for gamma: refused,
-    the registry line set aside. Once beta drops its line and pulls, the line is taken but
-    the run stays refused (a pull never looks twice); ``exchange quarantine --rejudge``
-    verifies it under the list as it is now and takes it, byte for byte as pushed."""
+    the registry line set aside. Once beta drops its line, ``exchange quarantine --rejudge``
+    takes the line (as a pull would), verifies the run under the list as it is now and takes
+    it, byte for byte as pushed; asked before the list was fixed, it stays refused."""
     world = _with_mallory(tmp_path)
     beta, gamma = world.site("beta"), world.site("gamma")
     assert beta.pull().refused == []
@@ -394,13 +394,17 @@ def test_a_run_refused_while_its_registry_line_was_set_aside_comes_back_on_rejud
     early = beta.cli("exchange", "quarantine", "--rejudge", pushed)  # the list not fixed yet
     assert early.returncode == exchange.REFUSED_EXIT, early
     assert early.stdout.startswith(f"still refused {pushed[:12]} mallory: "), early.stdout
-    assert beta.cli("trust", "remove", "gamma", "--fingerprint", fp).returncode == 0
-    assert beta.pull().set_aside == []
+    removed = beta.cli("trust", "remove", "gamma", "--fingerprint", fp)
+    assert removed.returncode == 0 and "1 commit(s) refused here before" in removed.stdout
     assert name not in beta.runs("mallory")
+    # No pull needed in between: the line set aside is taken first, as a pull takes it.
     done = beta.cli("exchange", "quarantine", "--rejudge")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == f"accepted {pushed[:12]} mallory: 1 run(s) taken (mallory/{name})\n"
     assert name in beta.runs("mallory")
+    assert f"mallory {_pub(gamma)}" in (beta.home / "trust" / "allowed_signers").read_text()
+    later = beta.pull()
+    assert later.new == [] and later.refused == [] and later.set_aside == [], later
     with beta.act():
         shown = exchange.show("mallory", name)
     assert (shown / "report.json").read_bytes() == b'{"runs": []}\n'

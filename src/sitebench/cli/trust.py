@@ -154,8 +154,8 @@ def _rejudge_hint(remote):
     waiting = len(rejudge.waiting(ex)) if ex.exists else 0
     if waiting:
         print(
-            f"{waiting} commit(s) refused here before stay refused: ./sitebench pull, then "
-            "./sitebench exchange quarantine --rejudge judges them again under this list"
+            f"{waiting} commit(s) refused here before stay refused: ./sitebench exchange "
+            "quarantine --rejudge judges them again under this list"
         )
 
 

@@ -122,6 +122,9 @@ def rejudge(results_root=None, commits=()):
         ]
         if not targets:
             return done
+        # A registry line set aside against the list as it was is taken first (what the
+        # next pull would do): the commits are then judged with the keys it gives.
+        registry.retry_aside(ex)
         prefix = ex.setting("prefix", "")
         still = {c for c in ex._quarantined_commits() if c not in before}
         verdicts, sized = _verdicts(ex, targets, still, rows, prefix)
