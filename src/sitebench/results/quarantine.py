@@ -10,6 +10,7 @@ in one ``update-ref --stdin`` and one append per pull, whatever the number of co
 """
 
 import calendar
+import os
 import subprocess
 import time
 
@@ -73,18 +74,28 @@ def keep(git_dir, verdicts, prefix, max_refs=DEFAULT_REFS):
             "--stdin",
             stdin="".join(f"update {PREFIX}{v.commit} {v.commit}\n" for v in fresh[-max_refs:]),
         )
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        with open(f"{git_dir}/{LOG}", "a", encoding="utf-8") as log:
-            log.writelines(f"{stamp}\t{v.commit}\t{named[v.commit]}\t{v.reason}\n" for v in fresh)
+        append_log(git_dir, [(v.commit, named[v.commit], v.reason) for v in fresh])
         cap(git_dir, max_refs)
     return [(named[v.commit], v.commit, v.reason) for v in verdicts]
 
 
-def log_rows(git_dir):
-    """[(time, commit, site, reason)] of every refusal logged here, oldest first (lines
-    written before the site column read with site "")."""
+def append_log(git_dir, rows, name=LOG):
+    """Append [(commit, site, reason)] to the log ``name`` of ``git_dir``, stamped now
+    (UTC), synced: the quarantine's, or another of its form (results.rejudge)."""
+    if not rows:
+        return
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    with open(f"{git_dir}/{name}", "a", encoding="utf-8") as log:
+        log.writelines(f"{stamp}\t{commit}\t{site}\t{reason}\n" for commit, site, reason in rows)
+        log.flush()
+        os.fsync(log.fileno())
+
+
+def log_rows(git_dir, name=LOG):
+    """[(time, commit, site, reason)] of every line of the log ``name``, oldest first
+    (lines written before the site column read with site "")."""
     try:
-        text = open(f"{git_dir}/{LOG}", encoding="utf-8").read()
+        text = open(f"{git_dir}/{name}", encoding="utf-8").read()
     except FileNotFoundError:
         return []
     rows = []

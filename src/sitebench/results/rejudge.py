@@ -13,9 +13,7 @@ reads at its next refresh), never over a run accepted here; its quarantine ref b
 reason logged when it changed.
 """
 
-import os
 import re
-import time
 from dataclasses import dataclass, field
 
 from sitebench.common.errors import SitebenchError
@@ -41,16 +39,9 @@ class Rejudged:
 
 def accepted_before(ex):
     """{commit: (time, site, what)} of the commits a re-judgement accepted here."""
-    try:
-        text = (ex.git_dir / LOG).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
     found = {}
-    for line in text.splitlines():
-        parts = line.split("\t")
-        if len(parts) == 4:
-            when, commit, site, what = parts
-            found.setdefault(commit, (when, site, what))
+    for when, commit, site, what in quarantine.log_rows(ex.git_dir, LOG):
+        found.setdefault(commit, (when, site, what))
     return found
 
 
@@ -124,7 +115,7 @@ def rejudge(results_root=None, commits=()):
             return done
         # A registry line set aside against the list as it was is taken first (what the
         # next pull would do): the commits are then judged with the keys it gives.
-        registry.retry_aside(ex)
+        done.set_aside = registry.retry_aside(ex)
         prefix = ex.setting("prefix", "")
         still = {c for c in ex._quarantined_commits() if c not in before}
         verdicts, sized = _verdicts(ex, targets, still, rows, prefix)
@@ -137,8 +128,9 @@ def rejudge(results_root=None, commits=()):
         usage.save()
         _record(ex, screened, rows, taken, done)
         if moved:
-            registry.sync(ex, exchange.ACCEPTED)  # as a pull takes the registry it accepted
-        done.set_aside = registry.retry_aside(ex)
+            # As a pull takes the registry it accepted; what stays set aside is said anew.
+            registry.sync(ex, exchange.ACCEPTED)
+            done.set_aside = registry.aside_lines(ex)
         return done
 
 
@@ -240,7 +232,6 @@ def _record(ex, verdicts, rows, taken, done):
         for site, run in verdict.runs if verdict.ok else ():
             if run in taken.get(site, ()):
                 runs.setdefault(verdict.commit, []).append(f"{site}/{run}")
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     held = quarantine.refs(ex.git_dir)
     moves, accepted_lines, refused_lines = [], [], []
     for verdict in verdicts:
@@ -257,16 +248,12 @@ def _record(ex, verdicts, rows, taken, done):
             ):
                 moves.append(f"delete {held[verdict.commit]}\n")
             what = f"accepted, {len(taken_here)} run(s) taken"
-            accepted_lines.append(f"{stamp}\t{verdict.commit}\t{site or '-'}\t{what}\n")
+            accepted_lines.append((verdict.commit, site or "-", what))
         else:
             done.refused.append((verdict.commit, site, verdict.reason))
             if verdict.reason != reason:
-                refused_lines.append(f"{stamp}\t{verdict.commit}\t{site}\t{verdict.reason}\n")
+                refused_lines.append((verdict.commit, site, verdict.reason))
     if moves:
         ex.git("update-ref", "--stdin", stdin="".join(moves))
-    for name, lines in ((LOG, accepted_lines), (quarantine.LOG, refused_lines)):
-        if lines:
-            with open(ex.git_dir / name, "a", encoding="utf-8") as log:
-                log.writelines(lines)
-                log.flush()
-                os.fsync(log.fileno())
+    quarantine.append_log(ex.git_dir, accepted_lines, LOG)
+    quarantine.append_log(ex.git_dir, refused_lines)
